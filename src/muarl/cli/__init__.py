@@ -1,0 +1,33 @@
+"""The ``muarl`` command. Each subcommand lives in its own module of this package and is thin: it parses
+options, builds objects from the library, and prints; the logic lives in the library."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# subcommand name -> "module:function" (a click command), imported only when that command runs
+COMMANDS: dict[str, str] = {
+    "rollout": "muarl.cli.rollout:rollout",
+    "eval": "muarl.cli.evaluate:evaluate",
+    "tasks": "muarl.cli.tasks:tasks",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="muarl")
+def main() -> None:
+    """muarl: train tool-using agents with RL while a simulated user talks to them (MUA-RL)."""

@@ -1,0 +1,49 @@
+"""The policy interface the episode loop talks to.
+
+An :class:`Agent` is a factory of per-episode :class:`AgentSession` objects, because most policies keep
+per-episode state: the oracle knows its task's gold actions, and the token-level training engine keeps the
+exact token ids (and KV cache) of its conversation so that nothing is ever re-tokenised.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from muarl.types import Message, Task, TokenTrace, ToolSpec, Usage
+
+
+class ModelError(RuntimeError):
+    """A model server failed after its retries; the episode is recorded as errored, not scored."""
+
+
+@dataclass
+class AgentTurn:
+    """One policy turn: an assistant message (text for the user, or tool calls) and what it cost."""
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+
+
+class AgentSession(ABC):
+    @abstractmethod
+    async def act(self, messages: list[Message]) -> AgentTurn:
+        """The next assistant message given the whole conversation so far (agent's view, system first)."""
+
+    def token_trace(self) -> TokenTrace | None:
+        """Exact token ids / loss mask / logprobs of the episode, for engines that record them."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release per-episode resources (KV caches, connections)."""
+
+
+class Agent(ABC):
+    name: str = "agent"
+
+    @abstractmethod
+    def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
+        """A fresh session for one episode of ``task``, offered ``tools``."""
+
+    async def aclose(self) -> None:
+        """Release shared resources (HTTP clients, models)."""

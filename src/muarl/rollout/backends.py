@@ -1,0 +1,46 @@
+"""Where an episode's tool calls are executed.
+
+The episode loop only needs two things of its tools: run a call, and tell the final state's hash for the
+reward. :class:`LocalToolBackend` does both in process on a fresh copy-on-write state; other backends (an
+MCP server that serves a muarl domain, see ``muarl.integrations.mcp``) do them over a protocol, so the same
+loop and the same reward serve both.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from muarl.domains.base import Domain, State
+from muarl.types import Task
+
+
+class ToolBackend(ABC):
+    """One episode's tools. ``call`` raises ``ToolError`` (``ArgumentError`` for schema misfits)."""
+
+    @abstractmethod
+    async def call(self, name: str, arguments: dict[str, Any]) -> str: ...
+
+    @abstractmethod
+    async def state_hash(self) -> str: ...
+
+    async def aclose(self) -> None:
+        """Release the backend's session."""
+
+
+class LocalToolBackend(ToolBackend):
+    """The domain's tools on a fresh in-process state."""
+
+    def __init__(self, domain: Domain, task: Task):
+        self.domain = domain
+        self.state: State = domain.new_state()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        return self.domain.run_tool(self.state, name, arguments)
+
+    async def state_hash(self) -> str:
+        return self.state.hash()
+
+
+BackendFactory = Callable[[Domain, Task], ToolBackend]

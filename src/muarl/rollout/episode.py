@@ -1,0 +1,157 @@
+"""One episode: the simulated user and the policy talk, the policy's tool calls act on a fresh state.
+
+The loop, in order: the agent greets if the domain says so; the user opens; then each agent turn is either
+text for the user (the user replies, maybe ending the conversation with a stop token) or tool calls (the
+first is run, or all of them with ``parallel_tool_calls``; every call gets a tool message so the history
+stays valid OpenAI format). It ends on a user stop token, a terminal tool, ``max_turns`` agent turns, or
+the token budget. Bad model output never ends it: unparsable arguments, unknown tools and arguments that
+do not fit the schema become error observations, counted in ``malformed_calls``. A model or user server
+that fails after its retries ends it as ``error`` with no reward, so it is never silently scored 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from muarl.domains.base import ArgumentError, Domain, ToolError
+from muarl.models.base import Agent
+from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
+from muarl.reward import RewardFn, outcome_reward
+from muarl.types import Episode, Message, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
+from muarl.users.base import UserSimulator
+
+
+@dataclass
+class LoopConfig:
+    max_turns: int = 30  # agent turns (policy generations) before the episode is cut
+    token_budget: int | None = None  # cut when a turn's prompt + completion tokens exceed it
+    parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
+
+
+async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, turn: int) -> ToolExecution:
+    """Run one tool call; every failure becomes an observation the agent can read."""
+    start = time.perf_counter()
+    arguments = None
+    output, error, error_kind = "", None, None
+    try:
+        arguments = call.parsed_arguments()
+    except ValueError as exc:  # arguments are not a JSON object
+        error_kind, error = "malformed", f"could not parse arguments of {call.name!r}: {exc}"
+    if error is None and call.name not in domain.tools:
+        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {domain.tools.names()}"
+    if error is None:
+        try:
+            output = await backend.call(call.name, arguments)
+        except ArgumentError as exc:
+            error_kind, error = "bad_arguments", str(exc)
+        except ToolError as exc:
+            error_kind, error = "tool", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a tool that raises is shown to the agent, as in τ-bench
+            error_kind, error = "tool", f"{type(exc).__name__}: {exc}"
+    if error is not None:
+        output = f"Error: {error}"
+    return ToolExecution(
+        turn=turn, call_id=call.id, name=call.name, arguments=arguments, output=output,
+        error=error, error_kind=error_kind, seconds=time.perf_counter() - start,
+    )
+
+
+def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
+    msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+
+
+async def run_episode(
+    domain: Domain,
+    task: Task,
+    agent: Agent,
+    user: UserSimulator,
+    *,
+    trial: int = 0,
+    seed: int = 0,
+    config: LoopConfig | None = None,
+    reward_fn: RewardFn = outcome_reward,
+    backend_factory: BackendFactory = LocalToolBackend,
+) -> Episode:
+    """Run one episode to its end and score it. Never raises for model, user or tool failures."""
+    config = config or LoopConfig()
+    started = time.perf_counter()
+    backend: ToolBackend | None = None
+    final_hash = ""
+    tools = {t.name: t for t in domain.tools}
+    messages = [Message(role="system", content=domain.system_prompt(task))]
+    user_view: list[Message] = []
+    executions: list[ToolExecution] = []
+    timings: list[TurnTiming] = []
+    usage, user_usage = Usage(), Usage()
+    termination: Termination | None = None
+    error: str | None = None
+    turns = 0
+    session = agent.new_session(task, domain.tools.specs(), seed)
+    user_session = user.new_session(task, seed)
+
+    async def user_says(timing: TurnTiming | None) -> Termination | None:
+        t0 = time.perf_counter()
+        reply = await user_session.reply(list(user_view))
+        if timing is not None:
+            timing.user_seconds = time.perf_counter() - t0
+        user_usage.add(reply.usage)
+        msg = Message(role="user", content=reply.text)
+        messages.append(msg)
+        user_view.append(msg)
+        return reply.done
+
+    try:
+        backend = backend_factory(domain, task)
+        if domain.greeting:
+            greet = Message(role="assistant", content=domain.greeting)
+            messages.append(greet)
+            user_view.append(greet)
+        termination = await user_says(None)
+        while termination is None:
+            if turns >= config.max_turns:
+                termination = "max_turns"
+                break
+            timing = TurnTiming(turn=turns)
+            timings.append(timing)
+            t0 = time.perf_counter()
+            result = await session.act(list(messages))
+            timing.agent_seconds = time.perf_counter() - t0
+            usage.add(result.usage)
+            turns += 1
+            msg = result.message
+            messages.append(msg)
+            if msg.tool_calls:
+                t0 = time.perf_counter()
+                for i, call in enumerate(msg.tool_calls):
+                    run = config.parallel_tool_calls or i == 0
+                    ex = await execute_call(domain, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
+                    executions.append(ex)
+                    messages.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
+                    tool = tools.get(call.name)
+                    if ex.error is None and tool is not None and tool.terminal:
+                        termination = "terminal_tool"
+                timing.tools_seconds = time.perf_counter() - t0
+            else:
+                user_view.append(Message(role="assistant", content=msg.content or ""))
+                termination = await user_says(timing)
+            if termination is None and config.token_budget is not None:
+                if result.usage.prompt_tokens + result.usage.completion_tokens > config.token_budget:
+                    termination = "token_budget"
+        final_hash = await backend.state_hash()
+    except Exception as exc:  # noqa: BLE001 - recorded as an errored episode, never scored
+        termination, error = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        await session.aclose()
+        if backend is not None:
+            await backend.aclose()
+
+    reward = None if termination == "error" else reward_fn(domain, task, final_hash, messages, turns)
+    malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments"))
+    return Episode(
+        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
+        messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
+        reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
+        seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(),
+    )

@@ -1,0 +1,230 @@
+"""The vocabulary every layer of muarl speaks.
+
+Messages follow the OpenAI chat format (an assistant message carries ``tool_calls`` whose ``arguments``
+is the raw JSON *string* the model produced, exactly as OpenAI-compatible servers return it): keeping the
+raw string is what lets a malformed call be shown back to the policy as an error instead of being lost.
+
+Everything here is a pydantic v2 model and round-trips through JSON lines. This module imports nothing
+else of muarl.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+ToolKind = Literal["read", "write", "think", "generic"]
+Termination = Literal[
+    "user_stop",  # the user said ###STOP###
+    "user_transfer",  # the user said ###TRANSFER###
+    "user_out_of_scope",  # the user said ###OUT-OF-SCOPE###
+    "terminal_tool",  # the agent called a terminal tool (transfer_to_human_agents)
+    "max_turns",  # the agent used all its turns
+    "token_budget",  # the conversation went over its token budget
+    "error",  # a model or user server failed after its retries: the episode has no reward
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCall(_Model):
+    """One function call requested by the agent, as in the OpenAI format."""
+
+    id: str
+    name: str
+    arguments: str = "{}"  # raw JSON text as generated; parsed (and validated) by the episode loop
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises ValueError with a readable reason when they are not a JSON object."""
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+        return value
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+class Message(_Model):
+    """A chat message. ``tool_calls`` only on assistant messages; ``tool_call_id`` only on tool messages."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None  # the tool's name on tool messages
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as an OpenAI chat-completions request expects it."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        return out
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> Message:
+        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form."""
+        calls = None
+        if data.get("tool_calls"):
+            calls = []
+            for i, raw in enumerate(data["tool_calls"]):
+                fn = raw.get("function", raw)
+                args = fn.get("arguments", "{}")
+                if not isinstance(args, str):
+                    args = json.dumps(args)
+                calls.append(ToolCall(id=raw.get("id") or f"call_{i}", name=fn.get("name", ""), arguments=args))
+        return cls(
+            role=data["role"],
+            content=data.get("content"),
+            tool_calls=calls,
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name") if data["role"] == "tool" else None,
+        )
+
+
+class ToolSpec(_Model):
+    """A tool as offered to the model: an OpenAI function schema plus what muarl needs to know of it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+    kind: ToolKind = "generic"
+    terminal: bool = False  # calling it ends the episode
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class Action(_Model):
+    """A gold action: a tool call the task's solution makes, in order."""
+
+    name: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    request: int | None = None  # index of the user request it serves (embedded tasks), None when unknown
+
+
+class UserRequest(_Model):
+    """One thing the user wants, revealed one at a time by a scripted user."""
+
+    text: str  # how the user first says it
+    facts: dict[str, str] = Field(default_factory=dict)  # details given only when asked (key: topic)
+    outcome: Literal["done", "refused", "transfer", "answered"] = "done"  # what a correct agent does
+
+
+class UserScenario(_Model):
+    """What the simulated user knows and wants. ``instruction`` is the natural-language form an LLM user gets."""
+
+    persona: str = ""
+    known_info: dict[str, str] = Field(default_factory=dict)  # identity facts: name, email, date of birth, …
+    goal: str = ""
+    instruction: str
+    requests: list[UserRequest] = Field(default_factory=list)  # structured goals for the scripted user
+
+
+class Task(_Model):
+    id: str
+    domain: str
+    split: str
+    difficulty: int | None = None
+    user: UserScenario
+    actions: list[Action] = Field(default_factory=list)  # gold actions, replayed to get the gold state
+    outputs: list[str] = Field(default_factory=list)  # facts the agent must tell the user
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolExecution(_Model):
+    """What happened when the loop ran one tool call."""
+
+    turn: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | None = None  # None when they could not be parsed
+    output: str
+    error: str | None = None  # None on success
+    error_kind: Literal["malformed", "unknown_tool", "bad_arguments", "tool", "not_executed"] | None = None
+    seconds: float = 0.0
+
+
+class TurnTiming(_Model):
+    turn: int
+    agent_seconds: float = 0.0
+    tools_seconds: float = 0.0
+    user_seconds: float = 0.0
+
+
+class Usage(_Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.requests += other.requests
+
+
+class RewardInfo(_Model):
+    """The reward and why: each named check, and what the final state looked like."""
+
+    reward: float
+    state_match: bool
+    outputs_found: dict[str, bool] = Field(default_factory=dict)
+    final_hash: str
+    gold_hash: str
+    components: dict[str, float] = Field(default_factory=dict)  # reward variants' terms, if any
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class TokenTrace(_Model):
+    """Exact token-in/token-out record filled by the token-level training engine."""
+
+    input_ids: list[int]
+    loss_mask: list[int]  # 1 on policy-sampled tokens only
+    logprobs: list[float]  # sampling log-probability per token (0.0 where loss_mask is 0)
+
+
+class Episode(_Model):
+    """One conversation between a policy and a simulated user on one task, with everything measured."""
+
+    task_id: str
+    domain: str
+    split: str
+    trial: int = 0
+    agent: str = ""
+    user: str = ""
+    messages: list[Message] = Field(default_factory=list)  # the agent's view, system prompt first
+    tool_executions: list[ToolExecution] = Field(default_factory=list)
+    timings: list[TurnTiming] = Field(default_factory=list)
+    termination: Termination
+    error: str | None = None  # why the episode errored (termination == "error")
+    reward: RewardInfo | None = None  # None when errored
+    usage: Usage = Field(default_factory=Usage)
+    user_usage: Usage = Field(default_factory=Usage)
+    agent_turns: int = 0
+    malformed_calls: int = 0
+    seconds: float = 0.0
+    seed: int | None = None
+    tokens: TokenTrace | None = None
+
+    @property
+    def errored(self) -> bool:
+        return self.termination == "error"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.task_id, self.trial)
