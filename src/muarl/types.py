@@ -124,6 +124,7 @@ class UserRequest(_Model):
     text: str  # how the user first says it
     facts: dict[str, str] = Field(default_factory=dict)  # details given only when asked (key: topic)
     outcome: Literal["done", "refused", "transfer", "answered"] = "done"  # what a correct agent does
+    answer: str | None = None  # for "answered" requests: the fact the user waits to hear
 
 
 class UserScenario(_Model):

@@ -1,0 +1,102 @@
+"""Reference policies that need no model: the oracle, which solves a task from its gold actions while
+conversing as the policy demands, and the do-nothing agent, which only says goodbye.
+
+The oracle is what tests, demos and offline cold-start data are built on. Its plan is fixed when the
+episode starts: ask the user to identify, look them up, then per user request (in order) state every write
+and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
+or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
+actions in order, confirming each write, and finally tells the required outputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from muarl.models.base import Agent, AgentSession, AgentTurn
+from muarl.types import Action, Message, Task, ToolCall, ToolSpec
+
+ASK_IDENTITY = "Hello! Before I can help, could you give me your email, or your full name and date of birth, so I can verify your identity?"
+ANYTHING_ELSE = "Is there anything else I can help you with?"
+
+
+def _say(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+def describe(action: Action) -> str:
+    args = ", ".join(f"{k}={json.dumps(v)}" for k, v in action.kwargs.items())
+    return f"{action.name.replace('_', ' ')} ({args})"
+
+
+class _Plan:
+    def __init__(self, task: Task, tools: list[ToolSpec]):
+        self.writes = {t.name for t in tools if t.kind == "write"}
+        self.steps: list[Message] = []
+        self.calls = 0
+        if task.user.requests:
+            self._structured(task)
+        else:
+            self._generic(task)
+
+    def _call(self, action: Action) -> None:
+        if action.name in self.writes:
+            self.steps.append(_say(f"To confirm, I will {describe(action)}. Shall I proceed? (yes/no)"))
+        self.calls += 1
+        call = ToolCall(id=f"call_{self.calls}", name=action.name, arguments=json.dumps(action.kwargs))
+        self.steps.append(Message(role="assistant", tool_calls=[call]))
+
+    def _structured(self, task: Task) -> None:
+        self.steps.append(_say(ASK_IDENTITY))
+        for action in task.actions:
+            if action.request is None:
+                self._call(action)
+        for i, request in enumerate(task.user.requests):
+            for action in (a for a in task.actions if a.request == i):
+                self._call(action)
+            if request.outcome == "refused":
+                self.steps.append(_say(f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))
+            elif request.outcome == "answered":
+                self.steps.append(_say(f"You asked: the answer is {request.answer}. {ANYTHING_ELSE}"))
+            elif request.outcome == "done":
+                self.steps.append(_say(f"All done, that request is complete. {ANYTHING_ELSE}"))
+
+    def _generic(self, task: Task) -> None:
+        for action in task.actions:
+            self._call(action)
+        told = "; ".join(task.outputs)
+        self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + ANYTHING_ELSE))
+
+
+class OracleSession(AgentSession):
+    def __init__(self, task: Task, tools: list[ToolSpec]):
+        self.steps = _Plan(task, tools).steps
+        self.next = 0
+
+    async def act(self, messages: list[Message]) -> AgentTurn:
+        if self.next < len(self.steps):
+            self.next += 1
+            return AgentTurn(self.steps[self.next - 1])
+        return AgentTurn(_say(ANYTHING_ELSE))
+
+
+class OracleAgent(Agent):
+    """Solves each task from its gold actions, conversing as the policy requires."""
+
+    name = "oracle"
+
+    def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
+        return OracleSession(task, tools)
+
+
+class _GoodbyeSession(AgentSession):
+    async def act(self, messages: list[Message]) -> AgentTurn:
+        return AgentTurn(_say("Goodbye!"))
+
+
+class DoNothingAgent(Agent):
+    """Says goodbye whatever happens: the floor every success metric must sit well above."""
+
+    name = "none"
+
+    def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
+        return _GoodbyeSession()

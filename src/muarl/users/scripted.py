@@ -1,0 +1,132 @@
+"""A deterministic user that needs no model: it answers from the task's structured requests.
+
+It opens with its first request, and then reacts to what the agent says, by keywords, in this order of
+precedence: a request to identify (gives its email, or else its name and date of birth), a request to
+confirm (says yes), questions about details of the current request (answers only what was asked), a report
+that the request was done or refused, or the expected answer of a question (moves to the next request, or
+says ``###STOP###`` after the last). Anything else gets the request restated; after ``patience`` restatements
+it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording.
+
+For tasks without structured requests (τ-bench's), it is the "confirming user": it opens with its
+instruction, says yes to every confirmation and stops at anything else.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from muarl.types import Message, Task, UserRequest
+from muarl.users.base import STOP, UserSession, UserSimulator, UserTurn
+
+_IDENTITY = re.compile(r"\b(e-?mail|full name|your name|date of birth|birth ?date|verify|identify|identity|authenticate)\b")
+_CONFIRM = re.compile(
+    r"\b(confirm|proceed|go ahead|shall i|should i|would you like me to|do you want me to|is that correct|is that right|yes or no|yes/no)\b"
+)
+_DONE = re.compile(r"\b(done|completed|successfully|all set|has been|have been|is now|are now|i've|i have (booked|cancelled|canceled|moved|updated|refilled|processed|requested|changed))\b")
+_REFUSED = re.compile(r"\b(cannot|can't|can not|unable|not able|not possible|not allowed|sorry|unfortunately|won't be able)\b")
+_FACT_KEYWORDS = {
+    "doctor": r"\b(doctor|physician|provider|dr\.?|who)\b",
+    "specialty": r"\b(specialty|speciality|kind of doctor|type of doctor|department)\b",
+    "time": r"\b(time|when|date|day|slot)\b",
+    "reason": r"\b(reason|purpose|why|what for)\b",
+    "appointment": r"\b(which appointment|what appointment|appointment)\b",
+    "medication": r"\b(medication|medicine|prescription|drug|which one)\b",
+    "email": r"\b(e-?mail)\b",
+    "phone": r"\b(phone|number)\b",
+    "address": r"\b(address|street|city|zip)\b",
+    "payment": r"\b(card|payment|pay with|method)\b",
+    "amount": r"\b(amount|how much)\b",
+}
+_YES = ["Yes, please go ahead.", "Yes, that's right.", "Yes.", "Correct, please do it.", "Yes, I confirm."]
+_THANKS_NEXT = ["Thank you. Also, {text}", "Great, thanks. One more thing: {text}", "Okay. {text}", "Thanks! Next, {text}"]
+_BYE = ["Thank you, that's all I needed. " + STOP, "Great, that's everything. Goodbye! " + STOP, "Thanks for your help. " + STOP]
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+class ScriptedUserSession(UserSession):
+    def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40):
+        self.task = task
+        self.rng = random.Random(f"{task.id}/{seed}")
+        self.requests: list[UserRequest] = list(task.user.requests)
+        self.current = 0
+        self.identified = False
+        self.restated = 0
+        self.patience = patience
+        self.turns_left = max_turns
+
+    def _say(self, options: list[str], **values: str) -> str:
+        return self.rng.choice(options).format(**values)
+
+    async def reply(self, history: list[Message]) -> UserTurn:
+        self.turns_left -= 1
+        if not history or all(m.role != "user" for m in history):
+            return UserTurn(text=self._opening())
+        said = _normalise(history[-1].content or "")
+        if self.turns_left <= 0:
+            return UserTurn(text="I have to go now. " + STOP, done="user_stop")
+        if not self.requests:
+            return self._confirming_user(said)
+        text = self._react(said)
+        return UserTurn(text=text, done="user_stop" if STOP in text else None)
+
+    def _opening(self) -> str:
+        if not self.requests:
+            return self.task.user.instruction
+        return self._say(["Hi. {text}", "Hello! {text}", "Hi there, {text}"], text=self.requests[0].text)
+
+    def _confirming_user(self, said: str) -> UserTurn:
+        if _CONFIRM.search(said):
+            return UserTurn(text="Yes.")
+        return UserTurn(text=self._say(_BYE), done="user_stop")
+
+    def _identity(self) -> str:
+        known = self.task.user.known_info
+        if "email" in known and not self.identified:
+            text = f"Sure, my email is {known['email']}."
+        else:
+            text = f"My name is {known['name']} and my date of birth is {known['date_of_birth']}."
+        self.identified = True
+        return text
+
+    def _react(self, said: str) -> str:
+        request = self.requests[self.current]
+        asked = [k for k, pattern in _FACT_KEYWORDS.items() if k in request.facts and re.search(pattern, said)]
+        if _IDENTITY.search(said) and (not self.identified or not asked):
+            return self._identity()
+        if _CONFIRM.search(said):
+            return self._say(_YES)
+        if asked and not _DONE.search(said):
+            return " ".join(f"The {k} is {request.facts[k]}." for k in asked)
+        answered = request.answer is not None and _normalise(request.answer) in said
+        if answered or (request.outcome != "answered" and (_DONE.search(said) or _REFUSED.search(said))):
+            return self._advance()
+        self.restated += 1
+        if self.restated > self.patience:
+            return self._advance(gave_up=True)
+        details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
+        return f"Let me repeat: {request.text} {details}".strip()
+
+    def _advance(self, gave_up: bool = False) -> str:
+        self.current += 1
+        self.restated = 0
+        prefix = "Never mind that. " if gave_up else ""
+        if self.current >= len(self.requests):
+            return prefix + self._say(_BYE)
+        return prefix + self._say(_THANKS_NEXT, text=self.requests[self.current].text)
+
+
+class ScriptedUser(UserSimulator):
+    """Deterministic user for offline runs and tests (see the module docstring)."""
+
+    name = "scripted"
+
+    def __init__(self, patience: int = 2, max_turns: int = 40):
+        self.patience = patience
+        self.max_turns = max_turns
+
+    def new_session(self, task: Task, seed: int) -> UserSession:
+        return ScriptedUserSession(task, seed, self.patience, self.max_turns)
