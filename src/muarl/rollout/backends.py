@@ -16,6 +16,11 @@ from muarl.domains.base import Domain, State
 from muarl.types import Task
 
 
+class BackendError(RuntimeError):
+    """The backend itself failed (a tool server is down or broke the protocol): the episode is recorded as
+    errored, like a failed model server, instead of the failure being shown to the agent as a tool refusal."""
+
+
 class ToolBackend(ABC):
     """One episode's tools. ``call`` raises ``ToolError`` (``ArgumentError`` for schema misfits)."""
 

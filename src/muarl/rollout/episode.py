@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from muarl.domains.base import ArgumentError, Domain, ToolError
 from muarl.models.base import Agent
-from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
+from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
 from muarl.types import Episode, Message, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
 from muarl.users.base import UserSimulator
@@ -47,6 +47,8 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
             error_kind, error = "bad_arguments", str(exc)
         except ToolError as exc:
             error_kind, error = "tool", str(exc)
+        except BackendError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a tool that raises is shown to the agent, as in τ-bench
             error_kind, error = "tool", f"{type(exc).__name__}: {exc}"
     if error is not None:

@@ -1,0 +1,44 @@
+"""``muarl eval RUN_DIR``: pass^k, pass@k, mean reward, confidence intervals and per-task verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from muarl.evals.passk import Summary, summarise
+from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
+
+
+def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
+    if title:
+        click.echo(title)
+    click.echo(f"tasks {s.n_tasks} · trials/task {s.n_trials} · errored episodes {s.n_errored} · mean reward {s.mean_reward:.3f} · flip rate {s.flip_rate:.3f}")
+    click.echo(f"{'k':>3}  {'pass^k':>8}  {'pass@k':>8}  95% CI of pass^k")
+    for k in s.pass_hat_k:
+        lo, hi = s.ci95.get(f"pass^{k}", (float("nan"), float("nan")))
+        click.echo(f"{k:>3}  {s.pass_hat_k[k]:>8.3f}  {s.pass_at_k[k]:>8.3f}  [{lo:.3f}, {hi:.3f}]")
+    if per_task:
+        click.echo(f"\n{'task':<28} {'ok/n':>6} {'reward':>7} {'errored':>7}")
+        for t in s.tasks:
+            click.echo(f"{t.task_id:<28} {f'{t.c}/{t.n}':>6} {t.mean_reward:>7.3f} {t.errored:>7}")
+
+
+@click.command(name="eval")
+@click.argument("run", type=click.Path(exists=True))
+@click.option("--k", "ks", type=int, multiple=True, help="Report pass^k for these k (default 1..trials).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--per-task", is_flag=True, help="Also print each task's verdicts.")
+@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
+def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
+    """Score a run directory (or an episodes JSONL file)."""
+    episodes, bad = read_episodes(episodes_path(run))
+    if not episodes:
+        raise click.UsageError(f"no episodes in {episodes_path(run)}")
+    summary = summarise(latest_per_key(episodes), ks=list(ks) or None, bootstrap=bootstrap)
+    if as_json:
+        click.echo(json.dumps(summary.to_json()))
+    else:
+        print_summary(summary, per_task=per_task)
+    if bad:
+        click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)

@@ -1,0 +1,184 @@
+"""The token-level policy: a local transformers model that keeps the exact tokens of its episode.
+
+Token in, token out. A session holds the token ids of its conversation so far. On each turn it appends only
+the *delta* (the tool results and user reply since its last turn, rendered by the chat format and
+tokenised on their own), then samples the assistant turn token by token with a KV cache, and keeps the ids
+it sampled as they are. The history is never re-rendered or re-tokenised, because re-encoding generated
+text does not always give back the sampled ids; so the sequence the trainer sees is exactly the sequence
+the policy was conditioned on and sampled. Alongside the ids the session records
+
+- ``loss_mask``: 1 on every sampled token (the end-of-turn token included: the policy must learn to stop),
+  0 on everything rendered (system prompt, user turns, tool results, the template's text after
+  end-of-turn, a forced end-of-turn after a turn cut at ``max_new_tokens``);
+- ``logprobs``: the log-probability of each sampled token under the temperature-scaled model distribution
+  (before top-p truncation); with temperature 1 and top-p 1, the RL defaults, it is the policy's own
+  log-probability. 0.0 where the mask is 0.
+
+Bad output is data: generated text is parsed by the chat format, and a tool call that cannot be parsed is
+still returned (raw text as its arguments) for the episode loop to answer with an error observation.
+
+Generation runs one episode at a time (concurrent episodes interleave turn by turn, not batched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.models.chat_formats import ChatFormat, get_chat_format
+from muarl.types import Message, Task, TokenTrace, ToolSpec, Usage
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0  # 0 means greedy decoding (validation)
+    top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps the whole distribution
+    max_new_tokens: int = 256  # per assistant turn; a turn cut here gets a forced end-of-turn token
+    max_context: int = 4096  # prompt + generated tokens of one episode; beyond it the episode errors
+    bf16: bool = False  # run generation under bfloat16 autocast (about 3x faster on CPU)
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def sample_token(logits: Any, temperature: float, top_p: float, generator: Any) -> tuple[int, float]:
+    """(token id, its log-probability under softmax(logits / T)) from a 1-D float logits vector."""
+    import torch
+
+    if temperature == 0:
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token = int(torch.argmax(logits))
+        return token, float(logprobs[token])
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logprobs.exp()
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        # keep the smallest prefix whose mass reaches top_p (the token that crosses it included)
+        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
+        truncated = torch.zeros_like(probs)
+        truncated[order[keep]] = sorted_probs[keep]
+        probs = truncated
+    token = int(torch.multinomial(probs, 1, generator=generator))
+    return token, float(logprobs[token])
+
+
+class LocalPolicy(Agent):
+    """An :class:`Agent` over a transformers causal LM; its sessions record :class:`TokenTrace` s."""
+
+    def __init__(self, model: Any, tokenizer: Any, chat_format: ChatFormat | str = "chatml-hermes",
+                 sampling: SamplingConfig | None = None, name: str = "local"):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.chat_format = get_chat_format(chat_format) if isinstance(chat_format, str) else chat_format
+        self.sampling = sampling or SamplingConfig()
+        self.name = name
+        end_id = tokenizer.convert_tokens_to_ids(self.chat_format.end_of_turn)
+        if end_id is None or end_id == tokenizer.unk_token_id:
+            raise ValueError(f"tokenizer has no token {self.chat_format.end_of_turn!r} required by format {self.chat_format.name!r}")
+        self.end_of_turn_id: int = end_id
+        self.stop_ids = {end_id} | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, chat_format: str = "chatml-hermes", sampling: SamplingConfig | None = None) -> LocalPolicy:
+        from muarl.models.hf_loading import load_causal_lm
+
+        model, tokenizer = load_causal_lm(name_or_path)
+        return cls(model, tokenizer, chat_format, sampling, name=name_or_path)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> LocalSession:
+        return LocalSession(self, tools, seed)
+
+
+class LocalSession(AgentSession):
+    def __init__(self, policy: LocalPolicy, tools: list[ToolSpec], seed: int):
+        import torch
+
+        self.policy = policy
+        self.tools = tools
+        self.ids: list[int] = []
+        self.loss_mask: list[int] = []
+        self.logprobs: list[float] = []
+        self._cache: Any = None
+        self._n_cached = 0  # ids[:_n_cached] are in the KV cache
+        self._seen = 0  # messages of the conversation already in ids
+        self._last: Message | None = None  # the message this session produced last
+        self._turns = 0
+        self._generator = torch.Generator().manual_seed(seed)
+
+    # ---------------------------------------------------------------- context
+    def _append(self, ids: list[int], logprobs: list[float] | None = None) -> None:
+        self.ids.extend(ids)
+        self.loss_mask.extend([1 if logprobs is not None else 0] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+    def _delta(self, messages: list[Message]) -> str:
+        """Text to append before generating: whatever the conversation gained since this session's last turn."""
+        fmt = self.policy.chat_format
+        if self._last is None:
+            if not messages or messages[0].role != "system":
+                raise ModelError("a local policy session needs the system prompt as the first message")
+            return fmt.system_text(messages[0].content or "", self.tools) + fmt.render_delta(messages[1:]) + fmt.generation_prompt
+        if len(messages) < self._seen or messages[self._seen - 1] != self._last:
+            raise ModelError("the conversation was rewritten between turns; a local policy session only appends")
+        closing = "" if self.ids[-1] in self.policy.stop_ids else fmt.end_of_turn
+        return closing + fmt.after_end + fmt.render_delta(messages[self._seen:]) + fmt.generation_prompt
+
+    # ---------------------------------------------------------------- generation
+    def _generate(self) -> tuple[list[int], list[float]]:
+        import torch
+
+        policy, cfg = self.policy, self.policy.sampling
+        budget = min(cfg.max_new_tokens, cfg.max_context - len(self.ids))
+        if budget <= 0:
+            raise ModelError(f"episode context is full ({len(self.ids)} of max_context={cfg.max_context} tokens)")
+        if self._cache is None:
+            from transformers import DynamicCache
+
+            self._cache = DynamicCache()
+        device = next(policy.model.parameters()).device
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if cfg.bf16 else contextlib.nullcontext()
+        feed = torch.tensor([self.ids[self._n_cached:]], device=device)
+        sampled: list[int] = []
+        logprobs: list[float] = []
+        with torch.no_grad(), autocast:
+            for _ in range(budget):
+                out = policy.model(input_ids=feed, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+                token, logprob = sample_token(out.logits[0, -1].float().cpu(), cfg.temperature, cfg.top_p, self._generator)
+                sampled.append(token)
+                logprobs.append(logprob)
+                if token in policy.stop_ids:
+                    break
+                feed = torch.tensor([[token]], device=device)
+        # every sampled token but the last was fed back, so the cache ends one token before the sequence
+        self._n_cached = len(self.ids) + len(sampled) - 1
+        return sampled, logprobs
+
+    async def act(self, messages: list[Message]) -> AgentTurn:
+        policy = self.policy
+        self._append(policy.encode(self._delta(messages)))
+        prompt_tokens = len(self.ids)
+        sampled, logprobs = self._generate()
+        self._append(sampled, logprobs)
+        body = sampled[:-1] if sampled[-1] in policy.stop_ids else sampled
+        text = policy.tokenizer.decode(body, skip_special_tokens=False)
+        message = policy.chat_format.parse(text, call_id_prefix=f"call_{self._turns}")
+        self._turns += 1
+        self._last = message
+        self._seen = len(messages) + 1
+        return AgentTurn(message=message, usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(sampled), requests=1))
+
+    def token_trace(self) -> TokenTrace | None:
+        if not self.ids:
+            return None
+        return TokenTrace(input_ids=list(self.ids), loss_mask=list(self.loss_mask), logprobs=list(self.logprobs))
+
+    async def aclose(self) -> None:
+        self._cache = None

@@ -1,0 +1,114 @@
+"""Chat-level policies over any OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp's server, OpenAI).
+
+:class:`ChatClient` owns one pooled HTTP connection, a concurrency bound, per-request timeouts and retries
+with exponential backoff for what is worth retrying (connection failures, timeouts, 408, 429, 5xx); other
+4xx answers fail at once with the server's message, since repeating a bad request cannot help. After the
+last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from typing import Any
+
+import httpx
+
+from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.types import Message, Task, ToolSpec, Usage
+
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class ChatClient:
+    """Async client for ``POST {base_url}/chat/completions``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        backoff: float = 0.5,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.usage = Usage()
+        self._semaphore = asyncio.Semaphore(concurrency)
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout), headers=headers,
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        )
+
+    async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None, **sampling: Any) -> AgentTurn:
+        """One chat completion; the assistant message comes back with tool-call arguments as raw text."""
+        body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages], **sampling}
+        if tools:
+            body["tools"] = [t.to_openai() for t in tools]
+        data = await self._post(body)
+        try:
+            choice = data["choices"][0]["message"]
+            message = Message.from_openai({**choice, "role": "assistant"})
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ModelError(f"{self.base_url}: response is not a chat completion ({exc!r}): {str(data)[:300]}") from None
+        raw_usage = data.get("usage") or {}
+        usage = Usage(prompt_tokens=raw_usage.get("prompt_tokens", 0) or 0, completion_tokens=raw_usage.get("completion_tokens", 0) or 0, requests=1)
+        self.usage.add(usage)
+        return AgentTurn(message=message, usage=usage)
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}/chat/completions"
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + random.random()))
+            try:
+                async with self._semaphore:
+                    response = await self._http.post(url, json=body)
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code == 200:
+                try:
+                    return response.json()
+                except ValueError:
+                    problem = f"invalid JSON body: {response.text[:200]!r}"
+                    continue
+            problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code not in _RETRYABLE_STATUS:
+                break
+        raise ModelError(f"{url} failed after {attempt + 1} attempt(s): {problem}")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class _ChatSession(AgentSession):
+    def __init__(self, agent: OpenAIAgent, tools: list[ToolSpec]):
+        self.agent = agent
+        self.tools = tools
+
+    async def act(self, messages: list[Message]) -> AgentTurn:
+        return await self.agent.client.complete(messages, self.tools, **self.agent.sampling)
+
+
+class OpenAIAgent(Agent):
+    """A policy served behind an OpenAI-compatible endpoint; ``sampling`` goes into every request."""
+
+    def __init__(self, client: ChatClient, **sampling: Any):
+        self.client = client
+        self.sampling = sampling
+        self.name = f"openai:{client.model}"
+
+    def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
+        return _ChatSession(self, tools)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,25 @@
+"""User simulators by name: ``scripted`` or ``llm:MODEL``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from muarl.users.base import UserSimulator
+from muarl.users.scripted import ScriptedUser
+
+
+def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
+              max_retries: int = 3, concurrency: int = 8, **sampling: Any) -> UserSimulator:
+    if spec == "scripted":
+        return ScriptedUser()
+    if spec.startswith("llm:"):
+        from muarl.models.openai_client import ChatClient
+        from muarl.users.llm import LLMUser
+
+        if not base_url:
+            raise ValueError(f"user {spec!r} needs --user-base-url (an OpenAI-compatible endpoint)")
+        client = ChatClient(base_url, spec.split(":", 1)[1], api_key=os.environ.get(api_key_env), timeout=timeout,
+                            max_retries=max_retries, concurrency=concurrency)
+        return LLMUser(client, **{k: v for k, v in sampling.items() if v is not None})
+    raise ValueError(f"unknown user {spec!r}: use scripted or llm:MODEL")
