@@ -92,6 +92,10 @@ class LoopbackServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def serve_forever(self) -> None:
+        """Serve in the calling thread (for a server in its own process)."""
+        self._httpd.serve_forever()
+
     def start(self) -> LoopbackServer:
         self._thread.start()
         return self
