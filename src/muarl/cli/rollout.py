@@ -56,6 +56,7 @@ def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain g
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
 @click.option("--user", help="scripted | llm:MODEL [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
+@click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
@@ -74,7 +75,8 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                            max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
-                         max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.user_temperature)
+                         max_retries=cfg.max_retries, concurrency=cfg.concurrency, strategy=cfg.user_strategy,
+                         temperature=cfg.user_temperature)
         backend = _backend_factory(cfg.tools)
         reward_fn = make_reward(cfg.reward)
     except (ConfigError, ValueError, KeyError) as exc:

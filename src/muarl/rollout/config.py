@@ -29,6 +29,7 @@ class RolloutConfig(BaseModel):
     user: str = Field("scripted", description="scripted | llm:MODEL (with user_base_url)")
     user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user model")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
+    user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")
     user_temperature: float | None = Field(None, ge=0, description="user model sampling temperature")
     tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
     trials: int = Field(1, ge=1, description="episodes per task (n of pass^k)")

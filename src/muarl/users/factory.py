@@ -10,7 +10,7 @@ from muarl.users.scripted import ScriptedUser
 
 
 def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
-              max_retries: int = 3, concurrency: int = 8, **sampling: Any) -> UserSimulator:
+              max_retries: int = 3, concurrency: int = 8, strategy: str = "llm", **sampling: Any) -> UserSimulator:
     if spec == "scripted":
         return ScriptedUser()
     if spec.startswith("llm:"):
@@ -21,5 +21,5 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
             raise ValueError(f"user {spec!r} needs --user-base-url (an OpenAI-compatible endpoint)")
         client = ChatClient(base_url, spec.split(":", 1)[1], api_key=os.environ.get(api_key_env), timeout=timeout,
                             max_retries=max_retries, concurrency=concurrency)
-        return LLMUser(client, **{k: v for k, v in sampling.items() if v is not None})
+        return LLMUser(client, strategy=strategy, **{k: v for k, v in sampling.items() if v is not None})
     raise ValueError(f"unknown user {spec!r}: use scripted or llm:MODEL")

@@ -13,7 +13,7 @@ from typing import Any
 
 from muarl.models.base import ModelError
 from muarl.models.openai_client import ChatClient
-from muarl.types import Message, Task
+from muarl.types import Message, Task, Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, UserSession, UserSimulator, UserTurn, stop_reason
 
 SYSTEM_PROMPT = """You are role-playing a customer who is talking to a customer-service agent. Stay in character at all times.
@@ -32,6 +32,28 @@ How to behave:
 
 OPEN_PROMPT = "(You are now connected to the agent. Start the conversation with your first message.)"
 
+REACT_SUFFIX = """
+
+Answer in two parts: first a line starting with "Thought:" where you reason about what to say, then a line starting with "User Response:" followed by exactly the message you send."""
+
+CHECK_PROMPT = """You review one line written by a simulated customer in a customer-service conversation.
+
+The customer's hidden situation:
+{instruction}
+
+The conversation so far (agent and customer):
+{transcript}
+
+The customer's proposed next line:
+{candidate}
+
+Does the line stay in character as this customer, follow the situation, reveal no more than the agent asked for, and invent no facts? {verdict_format}"""
+
+VERIFY_FORMAT = 'Answer with one word: "yes" or "no".'
+REFLECT_FORMAT = 'If it does, answer exactly "OK". If it does not, answer with a corrected line only (no explanation), keeping any of {stop}, {transfer} or {out_of_scope} it rightly uses.'
+
+STRATEGIES = ("llm", "react", "verify", "reflection")
+
 
 def flip_roles(history: list[Message]) -> list[Message]:
     """The conversation as the user model sees it: the agent speaks as ``user``, the customer as ``assistant``."""
@@ -44,30 +66,75 @@ def flip_roles(history: list[Message]) -> list[Message]:
     return flipped
 
 
+def _transcript(history: list[Message]) -> str:
+    lines = [f"{'Agent' if m.role == 'assistant' else 'Customer'}: {m.content}" for m in history if m.content]
+    return "\n".join(lines) or "(nothing yet: the customer speaks first)"
+
+
+def parse_react(text: str) -> str:
+    """The message part of a ReAct answer ("Thought: … User Response: …"); the whole text if unmarked."""
+    marker = "User Response:"
+    return text.split(marker, 1)[1].strip() if marker in text else text.strip()
+
+
 class LLMUserSession(UserSession):
+    """One simulated customer. Strategies (τ-bench's names): ``llm`` answers directly; ``react`` reasons in a
+    Thought line first and only the response is sent; ``verify`` asks the model whether its line is in
+    character and regenerates (up to ``max_checks`` times) when not; ``reflection`` has a second pass check
+    the line against the instruction and rewrite it if it breaks character or leaks information."""
+
     def __init__(self, simulator: LLMUser, task: Task):
         self.simulator = simulator
-        self.system = Message(role="system", content=SYSTEM_PROMPT.format(
-            instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE,
-        ))
+        self.instruction = task.user.instruction
+        prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+        if simulator.strategy == "react":
+            prompt += REACT_SUFFIX
+        self.system = Message(role="system", content=prompt)
+        self.usage = Usage()
 
-    async def reply(self, history: list[Message]) -> UserTurn:
-        convo = flip_roles(history) or [Message(role="user", content=OPEN_PROMPT)]
+    async def _complete(self, messages: list[Message]) -> str:
         try:
-            turn = await self.simulator.client.complete([self.system, *convo], **self.simulator.sampling)
+            turn = await self.simulator.client.complete(messages, **self.simulator.sampling)
         except ModelError as exc:
             raise UserError(f"user simulator failed: {exc}") from None
-        text = (turn.message.content or "").strip()
-        return UserTurn(text=text, done=stop_reason(text), usage=turn.usage)
+        self.usage.add(turn.usage)
+        return (turn.message.content or "").strip()
+
+    async def _check(self, history: list[Message], candidate: str, verdict_format: str) -> str:
+        prompt = CHECK_PROMPT.format(instruction=self.instruction, transcript=_transcript(history), candidate=candidate, verdict_format=verdict_format)
+        return await self._complete([Message(role="user", content=prompt)])
+
+    async def reply(self, history: list[Message]) -> UserTurn:
+        self.usage = Usage()
+        convo = [self.system, *(flip_roles(history) or [Message(role="user", content=OPEN_PROMPT)])]
+        text = await self._complete(convo)
+        strategy = self.simulator.strategy
+        if strategy == "react":
+            text = parse_react(text)
+        elif strategy == "verify":
+            for _ in range(self.simulator.max_checks):
+                if (await self._check(history, text, VERIFY_FORMAT)).lower().startswith("yes"):
+                    break
+                text = await self._complete(convo)
+        elif strategy == "reflection":
+            fmt = REFLECT_FORMAT.format(stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+            verdict = await self._check(history, text, fmt)
+            if verdict and verdict.strip().strip('"').upper() != "OK":
+                text = verdict.strip()
+        return UserTurn(text=text, done=stop_reason(text), usage=self.usage)
 
 
 class LLMUser(UserSimulator):
     """τ-bench-style user simulator over any OpenAI-compatible endpoint."""
 
-    def __init__(self, client: ChatClient, **sampling: Any):
+    def __init__(self, client: ChatClient, strategy: str = "llm", max_checks: int = 2, **sampling: Any):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown user strategy {strategy!r}; choose one of {list(STRATEGIES)}")
         self.client = client
+        self.strategy = strategy
+        self.max_checks = max_checks
         self.sampling = sampling
-        self.name = f"llm:{client.model}"
+        self.name = f"llm:{client.model}" + ("" if strategy == "llm" else f"+{strategy}")
 
     def new_session(self, task: Task, seed: int) -> UserSession:
         return LLMUserSession(self, task)
