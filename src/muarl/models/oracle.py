@@ -31,6 +31,12 @@ def describe(action: Action) -> str:
 class _Plan:
     def __init__(self, task: Task, tools: list[ToolSpec]):
         self.writes = {t.name for t in tools if t.kind == "write"}
+        reads = [t for t in tools if t.kind == "read"]
+        # a read tool taking exactly one id argument reveals that id's record (get_appointment_details(appointment_id))
+        self.getters = {t.parameters["required"][0]: t.name for t in reads if len(t.parameters.get("required", [])) == 1 and t.name.startswith("get_")}
+        # a list_* tool whose arguments the user can give (list_doctors(specialty)) reveals the ids to choose from
+        self.listers = {t.name: list(t.parameters.get("required", [])) for t in reads if t.name.startswith("list_")}
+        self.looked_up: set[str] = set()
         self.steps: list[Message] = []
         self.calls = 0
         if task.user.requests:
@@ -45,13 +51,34 @@ class _Plan:
         call = ToolCall(id=f"call_{self.calls}", name=action.name, arguments=json.dumps(action.kwargs))
         self.steps.append(Message(role="assistant", tool_calls=[call]))
 
+    def _look_up(self, action: Action, facts: dict[str, str]) -> None:
+        """Read calls that show every id a write uses before it is used: no id comes from nowhere."""
+        for name, params in self.listers.items():
+            if params and all(p in facts for p in params) and any(a in self.getters for a in action.kwargs):
+                self._read(name, {p: facts[p] for p in params})
+        for arg, value in action.kwargs.items():
+            if arg in self.getters and isinstance(value, str):
+                self._read(self.getters[arg], {arg: value})
+
+    def _read(self, name: str, kwargs: dict) -> None:
+        key = f"{name}:{json.dumps(kwargs, sort_keys=True)}"
+        if key not in self.looked_up:
+            self.looked_up.add(key)
+            self._call(Action(name=name, kwargs=kwargs))
+
     def _structured(self, task: Task) -> None:
         self.steps.append(_say(ASK_IDENTITY))
         for action in task.actions:
             if action.request is None:
                 self._call(action)
         for i, request in enumerate(task.user.requests):
-            for action in (a for a in task.actions if a.request == i):
+            unsaid = [k for k, v in request.facts.items() if v not in request.text]
+            actions = [a for a in task.actions if a.request == i]
+            if unsaid and request.outcome == "done":
+                self.steps.append(_say(f"Happy to help with that. Could you tell me the {', '.join(unsaid)}?"))
+            for action in actions:
+                if action.name in self.writes:
+                    self._look_up(action, request.facts)
                 self._call(action)
             if request.outcome == "refused":
                 self.steps.append(_say(f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))

@@ -223,6 +223,15 @@ class _Builder:
         raise AssertionError(f"forbidden request {name} {kwargs} unexpectedly succeeded")
 
 
+# Agent turns a policy-following agent needs per request (ask for details, look up every id it will use,
+# confirm, act, report), and the most a task may need: tasks must be solvable within the loop's default
+# 30 turns with room to spare, or a perfect agent would be cut off.
+TURN_COST = {
+    "book": 7, "cancel": 5, "reschedule": 6, "refill": 5, "update_email": 5, "update_phone": 5, "update_address": 5,
+    "pay": 5, "ask_balance": 2, "ask_fee": 3, "forbidden_cancel": 1, "forbidden_refill": 1, "medical_question": 1,
+}
+IDENTIFY_TURNS = 2
+TURN_BUDGET = 28
 WRITE_INTENTS = ["book", "cancel", "reschedule", "refill", "update_email", "update_phone", "update_address", "pay"]
 QUESTION_INTENTS = ["ask_balance", "ask_fee"]
 FORBIDDEN_INTENTS = ["forbidden_cancel", "forbidden_refill"]
@@ -275,6 +284,8 @@ def _try_task(domain: Domain, db: SeedDatabase, split: str, index: int, patient_
         plan.insert(rng.randrange(len(plan) + 1), rng.choice(FORBIDDEN_INTENTS))
     if rng.random() < 0.15:
         plan.append("medical_question")
+    if IDENTIFY_TURNS + sum(TURN_COST[k] for k in plan) > TURN_BUDGET:
+        return None
     if len(set(plan)) < len(plan) and any(plan.count(k) > 1 for k in ("update_email", "update_phone", "update_address", "pay")):
         return None  # the same contact change twice reads as a confused user
     intents: list[Intent] = []
