@@ -14,10 +14,10 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
     if title:
         click.echo(title)
     click.echo(f"tasks {s.n_tasks} · trials/task {s.n_trials} · errored episodes {s.n_errored} · mean reward {s.mean_reward:.3f} · flip rate {s.flip_rate:.3f}")
-    click.echo(f"{'k':>3}  {'pass^k':>8}  {'pass@k':>8}  95% CI of pass^k")
+    click.echo(f"{'k':>3}  {'pass^k':>8}  {'pass@k':>8}" + ("  95% CI of pass^k" if s.ci95 else ""))
     for k in s.pass_hat_k:
-        lo, hi = s.ci95.get(f"pass^{k}", (float("nan"), float("nan")))
-        click.echo(f"{k:>3}  {s.pass_hat_k[k]:>8.3f}  {s.pass_at_k[k]:>8.3f}  [{lo:.3f}, {hi:.3f}]")
+        ci = s.ci95.get(f"pass^{k}")
+        click.echo(f"{k:>3}  {s.pass_hat_k[k]:>8.3f}  {s.pass_at_k[k]:>8.3f}" + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
     if per_task:
         click.echo(f"\n{'task':<28} {'ok/n':>6} {'reward':>7} {'errored':>7}")
         for t in s.tasks:

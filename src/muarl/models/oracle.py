@@ -71,6 +71,9 @@ class _Plan:
         for action in task.actions:
             if action.request is None:
                 self._call(action)
+        for arg, getter in self.getters.items():  # open the identified user's profile: it lists their record ids
+            if isinstance(task.metadata.get(arg), str):
+                self._read(getter, {arg: task.metadata[arg]})
         for i, request in enumerate(task.user.requests):
             unsaid = [k for k, v in request.facts.items() if v not in request.text]
             actions = [a for a in task.actions if a.request == i]

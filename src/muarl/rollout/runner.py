@@ -78,7 +78,7 @@ async def run_many(
             result.episodes.append(episode)
             successes += bool(episode.reward and episode.reward.reward >= 1.0)
             bar.update(1)
-            bar.set_postfix(success=f"{successes / len(result.episodes):.2f}", errored=result.errored)
+            bar.set_postfix(success=f"{successes / len(result.episodes):.2f}", errored=result.errored, refresh=False)
     finally:
         bar.close()
         if writer:
