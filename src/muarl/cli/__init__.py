@@ -12,6 +12,9 @@ COMMANDS: dict[str, str] = {
     "rollout": "muarl.cli.rollout:rollout",
     "eval": "muarl.cli.evaluate:evaluate",
     "tasks": "muarl.cli.tasks:tasks",
+    "synth": "muarl.cli.synth:synth",
+    "serve-mcp": "muarl.cli.serve_mcp:serve_mcp",
+    "replay": "muarl.cli.replay:replay",
 }
 
 
