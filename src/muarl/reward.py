@@ -54,9 +54,17 @@ def turn_penalised(penalty: float = 0.01, floor: float = 0.0) -> RewardFn:
     return reward
 
 
+def _tau2(**options: str | float | None) -> RewardFn:
+    """τ²-bench's criteria (DB, COMMUNICATE, ACTION, NL assertions); see :mod:`muarl.evals.tau2_criteria`."""
+    from muarl.evals.tau2_criteria import tau2_reward
+
+    return tau2_reward(**options)  # type: ignore[arg-type]
+
+
 REWARDS: dict[str, Callable[..., RewardFn]] = {
     "outcome": lambda: outcome_reward,
     "turn_penalised": turn_penalised,
+    "tau2": _tau2,
 }
 
 

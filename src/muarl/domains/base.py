@@ -195,6 +195,14 @@ def _schema_for(annotation: Any) -> tuple[dict[str, Any], bool]:
         if args:
             schema["items"] = _schema_for(args[0])[0]
         return schema, False
+    if typing.is_typeddict(annotation):  # a structured object: its fields, and descriptions from its docstring
+        _, field_docs = parse_docstring(annotation.__doc__ or "")
+        fields = {}
+        for key, hint in typing.get_type_hints(annotation).items():
+            fields[key] = _schema_for(hint)[0]
+            if key in field_docs:
+                fields[key]["description"] = field_docs[key]
+        return {"type": "object", "properties": fields, "required": [k for k in fields if k in annotation.__required_keys__]}, False
     if origin is dict or annotation is dict or annotation is Any:
         return ({"type": "object"} if annotation is not Any else {}), False
     if annotation in _JSON_TYPES:
@@ -202,7 +210,7 @@ def _schema_for(annotation: Any) -> tuple[dict[str, Any], bool]:
     raise TypeError(f"cannot derive a JSON schema for annotation {annotation!r}")
 
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Attributes):\s*$")
 _SECTION_HEADER = re.compile(r"^\s*(Returns|Raises|Yields|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 

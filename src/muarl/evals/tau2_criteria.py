@@ -188,6 +188,7 @@ def evaluate_tau2(
             components["NL_ASSERTION"] = float(all(c.met for c in checks))
             details["nl_judged"] = True
             details["nl_assertions"] = [c.model_dump() for c in checks]
+    details["checks"] = dict(components)  # every check computed, counted or not
     reward = 1.0
     for base in basis:
         reward *= components.get(base, 1.0)

@@ -1,0 +1,121 @@
+"""τ-bench and τ²-bench retail and airline worlds, scored as the benchmarks score them.
+
+Four domains, registered in :data:`muarl.domains.DOMAINS`:
+
+* ``tau-retail`` (splits train / dev / test) and ``tau-airline`` (test): τ-bench's tools, data and tasks; the
+  reward is muarl's outcome reward, which is τ-bench's (the database after the episode equals the one the
+  gold actions produce, and every required output was said to the user).
+* ``tau2-retail`` and ``tau2-airline`` (train / test, from τ²'s ``split_tasks.json``): τ²'s tools and tasks; score
+  them with the ``tau2`` reward (:mod:`muarl.evals.tau2_criteria`), which applies τ²'s DB, COMMUNICATE, ACTION
+  and NL_ASSERTION criteria as each task's ``reward_basis`` asks.
+
+The data is read at run time from a directory (see :mod:`muarl.domains.tau.loader`); nothing is shipped.
+The agent's system prompt is the domain policy; the agent opens with τ-bench's greeting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from muarl.domains.base import (
+    ArgumentError,
+    BaseData,
+    Domain,
+    GoldReplayError,
+    State,
+    ToolError,
+    ToolRegistry,
+)
+from muarl.domains.tau import airline_tools, retail_tools, tau2_tools
+from muarl.domains.tau.loader import (
+    TAU2_SPLITS,
+    V1_SPLITS,
+    V1Source,
+    read_json,
+    tau2_dir,
+    tau2_tasks,
+    v1_task,
+)
+from muarl.types import Action, Task
+
+GREETING = "Hi! How can I help you today?"
+
+DataDir = str | os.PathLike[str] | None
+
+
+class TauDomain(Domain):
+    """A τ world. Its gold replay keeps going past refused calls, as both benchmarks do.
+
+    Some gold action lists contain calls the tools refuse (a product id that does not exist, a gift card that
+    cannot pay); τ-bench and τ² show the refusal and carry on, so the refusal is part of the gold trajectory and
+    changes nothing. Arguments that do not fit a tool's schema still fail loudly: that would be our bug.
+    """
+
+    def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
+        outputs = []
+        for i, action in enumerate(actions):
+            if action.name not in self.tools:
+                raise GoldReplayError(f"gold action {i} calls {action.name!r}, which {self.name} does not have")
+            try:
+                outputs.append(self.run_tool(state, action.name, action.kwargs))
+            except ArgumentError as exc:
+                raise GoldReplayError(f"gold action {i} ({action.name} {action.kwargs}) does not fit the tool: {exc}") from None
+            except ToolError as exc:
+                outputs.append(f"Error: {exc}")
+        return outputs
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    if options:
+        raise TypeError(f"domain {name!r} takes no options, got {sorted(options)}")
+
+
+def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir: DataDir) -> Domain:
+    source = V1Source.find(domain, data_dir)
+
+    def load_tasks(split: str) -> list[Task]:
+        return [v1_task(name, split, i, raw) for i, raw in enumerate(source.raw_tasks(split))]
+
+    return TauDomain(
+        name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools), policy=source.policy(),
+        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
+        description=f"τ-bench {domain} (data: {source.root})",
+    )
+
+
+def tau_retail(data_dir: DataDir = None, **options: Any) -> Domain:
+    """τ-bench retail: 16 tools, tasks train (500) / dev (20) / test (115)."""
+    _no_options("tau-retail", options)
+    return _v1_domain("tau-retail", "retail", retail_tools.TOOLS, data_dir)
+
+
+def tau_airline(data_dir: DataDir = None, **options: Any) -> Domain:
+    """τ-bench airline: 14 tools, tasks test (50)."""
+    _no_options("tau-airline", options)
+    return _v1_domain("tau-airline", "airline", airline_tools.TOOLS, data_dir)
+
+
+def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Callable[..., Any]], data_dir: DataDir) -> Domain:
+    folder = tau2_dir(domain, data_dir)
+    return TauDomain(
+        name=name, base=BaseData(tables), tools=ToolRegistry.from_functions(tools),
+        policy=(folder / "policy.md").read_text(encoding="utf-8"),
+        task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=TAU2_SPLITS, greeting=GREETING,
+        description=f"τ²-bench {domain} (data: {folder})",
+    )
+
+
+def tau2_retail(data_dir: DataDir = None, **options: Any) -> Domain:
+    """τ²-bench retail: its own database (``db.json``), 16 tools, tasks train / test."""
+    _no_options("tau2-retail", options)
+    db = read_json(tau2_dir("retail", data_dir) / "db.json")
+    return _tau2_domain("tau2-retail", "retail", {t: db[t] for t in ("users", "orders", "products")}, tau2_tools.RETAIL_TOOLS, data_dir)
+
+
+def tau2_airline(data_dir: DataDir = None, **options: Any) -> Domain:
+    """τ²-bench airline: τ-bench's airline database, 14 tools, tasks train / test."""
+    _no_options("tau2-airline", options)
+    tables = V1Source.find("airline", data_dir).tables()
+    return _tau2_domain("tau2-airline", "airline", tables, tau2_tools.AIRLINE_TOOLS, data_dir)

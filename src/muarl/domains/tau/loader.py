@@ -1,0 +1,234 @@
+"""Finding and reading τ-bench and τ²-bench data at run time (nothing of it ships with muarl).
+
+Two layouts of τ-bench (v1) are understood, so that a user can point muarl at what they already have:
+
+* the *exported* layout (``<data>/tau-bench/<domain>/``): ``users.json`` and the other tables, ``policy.md``
+  and ``tasks_<split>.json`` (a list of ``{id, user_id, instruction, actions, outputs}``);
+* a *checkout* of the τ-bench repository (``<data>/tau_bench/envs/<domain>/``): ``data/*.json``, ``wiki.md``
+  and ``tasks_<split>.py``. Those task files are Python source; they are parsed with :mod:`ast` and their
+  literals read, never executed, so pointing muarl at a checkout runs none of its code.
+
+τ²-bench data lives in ``<data>/tau2-bench/<domain>/``: ``tasks.json``, ``split_tasks.json``, ``policy.md``,
+and for retail its own ``db.json``; τ²'s airline database is τ-bench's airline tables.
+
+Where no directory is given, the shared data directory is used: ``$MUARL_SHARED_DATA``, else ``../shared/data``
+beside the current directory or beside the repository this package was installed from.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from muarl.types import Action, Task, UserScenario
+
+V1_TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
+V1_SPLITS = {"retail": ("train", "dev", "test"), "airline": ("test",)}
+TAU2_SPLITS = ("train", "test")
+
+
+class TauDataError(FileNotFoundError):
+    """The τ-bench / τ²-bench data is missing or not laid out as expected."""
+
+
+def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding ``tau-bench/`` and ``tau2-bench/`` (or a τ-bench checkout)."""
+    if data_dir is not None:
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise TauDataError(f"data directory {str(path)!r} does not exist")
+        return path
+    env = os.environ.get("MUARL_SHARED_DATA")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise TauDataError(f"MUARL_SHARED_DATA={env!r} is not a directory")
+        return path
+    repo_root = Path(__file__).resolve().parents[4]
+    for candidate in (Path.cwd().parent / "shared" / "data", repo_root.parent / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    raise TauDataError(
+        "no τ-bench data found: pass data_dir (CLI: --data-dir DIR) pointing at a directory that holds "
+        "tau-bench/ and tau2-bench/ or a τ-bench checkout, or set MUARL_SHARED_DATA"
+    )
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------- τ-bench (v1)
+
+
+@dataclass(frozen=True)
+class V1Source:
+    """Where one τ-bench domain's files are, in either layout."""
+
+    domain: str
+    root: Path  # the domain folder
+    checkout: bool  # True for a τ-bench repository checkout
+
+    @classmethod
+    def find(cls, domain: str, data_dir: str | os.PathLike[str] | None = None) -> V1Source:
+        if domain not in V1_TABLES:
+            raise ValueError(f"τ-bench has no domain {domain!r}; it has {sorted(V1_TABLES)}")
+        base = shared_data_dir(data_dir)
+        for folder in (base / "tau-bench" / domain, base / domain):
+            if (folder / "users.json").is_file():
+                return cls(domain, folder, checkout=False)
+        for folder in (base / "tau_bench" / "envs" / domain, base / "envs" / domain):
+            if (folder / "data" / "users.json").is_file():
+                return cls(domain, folder, checkout=True)
+        raise TauDataError(
+            f"no τ-bench {domain} data under {str(base)!r}: expected tau-bench/{domain}/users.json (exported layout) "
+            f"or tau_bench/envs/{domain}/data/users.json (a τ-bench checkout); pass --data-dir or set MUARL_SHARED_DATA"
+        )
+
+    def tables(self) -> dict[str, dict[str, Any]]:
+        folder = self.root / "data" if self.checkout else self.root
+        return {name: read_json(folder / f"{name}.json") for name in V1_TABLES[self.domain]}
+
+    def policy(self) -> str:
+        path = self.root / ("wiki.md" if self.checkout else "policy.md")
+        return path.read_text(encoding="utf-8")
+
+    def raw_tasks(self, split: str) -> list[dict[str, Any]]:
+        """The split's tasks as ``{user_id, instruction, actions: [{name, kwargs}], outputs}`` dicts, in order."""
+        if split not in V1_SPLITS[self.domain]:
+            raise ValueError(f"τ-bench {self.domain} has no split {split!r}; it has {list(V1_SPLITS[self.domain])}")
+        if not self.checkout:
+            return read_json(self.root / f"tasks_{split}.json")
+        path = self.root / f"tasks_{split}.py"
+        if not path.is_file():
+            raise TauDataError(f"τ-bench checkout has no task file {str(path)!r}")
+        return tasks_from_python(path.read_text(encoding="utf-8"), str(path))
+
+
+def tasks_from_python(source: str, filename: str = "<tasks>") -> list[dict[str, Any]]:
+    """Read a τ-bench ``tasks_*.py`` file without running it: the first module-level list of ``Task(...)`` calls.
+
+    ``Task(...)`` and ``Action(...)`` calls become dicts of their keyword arguments; everything else must be
+    a plain literal (strings, numbers, lists, dicts), which is all those files contain.
+    """
+    tree = ast.parse(source, filename)
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(value, ast.List) and value.elts and _call_name(value.elts[0]) == "Task":
+            return [_literal(e, filename) for e in value.elts]
+    raise TauDataError(f"{filename}: no module-level list of Task(...) found")
+
+
+def _call_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        fn = node.func
+        return fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+    return None
+
+
+def _literal(node: ast.AST, filename: str) -> Any:
+    name = _call_name(node)
+    if name is not None:
+        if name not in ("Task", "Action") or node.args:  # type: ignore[attr-defined]
+            raise TauDataError(f"{filename}:{node.lineno}: unexpected call {name}(...) in a task file")
+        return {kw.arg: _literal(kw.value, filename) for kw in node.keywords}  # type: ignore[attr-defined]
+    if isinstance(node, ast.List):
+        return [_literal(e, filename) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_literal(k, filename): _literal(v, filename) for k, v in zip(node.keys, node.values)}
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise TauDataError(f"{filename}:{getattr(node, 'lineno', '?')}: not a literal: {ast.unparse(node)[:80]}") from None
+
+
+def v1_task(domain_name: str, split: str, index: int, raw: dict[str, Any]) -> Task:
+    """A muarl Task from a τ-bench task. Its id is ``<split>-<index>``: τ-bench numbers tasks per split."""
+    return Task(
+        id=f"{split}-{index}",
+        domain=domain_name,
+        split=split,
+        user=UserScenario(instruction=raw["instruction"], known_info={"user_id": raw["user_id"]}),
+        actions=[Action(name=a["name"], kwargs=a.get("kwargs", {})) for a in raw["actions"]],
+        outputs=list(raw.get("outputs") or []),
+        metadata={"user_id": raw["user_id"], "index": index, **({"annotator": raw["annotator"]} if "annotator" in raw else {})},
+    )
+
+
+# ---------------------------------------------------------------- τ²-bench
+
+
+def tau2_dir(domain: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    base = shared_data_dir(data_dir)
+    for folder in (base / "tau2-bench" / domain, base / domain):
+        if (folder / "tasks.json").is_file():
+            return folder
+    raise TauDataError(
+        f"no τ²-bench {domain} data under {str(base)!r}: expected tau2-bench/{domain}/tasks.json; "
+        "pass --data-dir or set MUARL_SHARED_DATA"
+    )
+
+
+def tau2_instruction(scenario: dict[str, Any]) -> str:
+    """The user simulator's instructions, as the sections τ² gives its user."""
+    ins = scenario.get("instructions") or {}
+    if isinstance(ins, str):
+        return ins
+    parts = [
+        ("Domain", ins.get("domain")),
+        ("Reason for call", ins.get("reason_for_call")),
+        ("Known info", ins.get("known_info")),
+        ("Unknown info", ins.get("unknown_info")),
+        ("Task instructions", ins.get("task_instructions")),
+    ]
+    return "\n".join(f"{title}:\n{text.strip()}" for title, text in parts if text)
+
+
+def tau2_task(domain_name: str, split: str, raw: dict[str, Any]) -> Task:
+    """A muarl Task from a τ² task; τ²'s evaluation criteria travel in ``metadata['tau2']``."""
+    criteria = raw.get("evaluation_criteria") or {}
+    basis = list(criteria.get("reward_basis") or ["DB"])
+    scenario = raw.get("user_scenario") or {}
+    communicate = list(criteria.get("communicate_info") or [])
+    actions = criteria.get("actions") or []
+    return Task(
+        id=str(raw["id"]),
+        domain=domain_name,
+        split=split,
+        user=UserScenario(persona=scenario.get("persona") or "", instruction=tau2_instruction(scenario)),
+        actions=[Action(name=a["name"], kwargs=a.get("arguments") or {}) for a in actions],
+        # τ-bench-style outputs only where τ² scores communication, so the plain outcome reward agrees with τ²
+        outputs=communicate if "COMMUNICATE" in basis else [],
+        metadata={
+            "tau2": {
+                "reward_basis": basis,
+                "actions": [
+                    {"action_id": a.get("action_id"), "name": a["name"], "arguments": a.get("arguments") or {},
+                     "compare_args": a.get("compare_args"), "requestor": a.get("requestor", "assistant")}
+                    for a in actions
+                ],
+                "communicate_info": communicate,
+                "nl_assertions": list(criteria.get("nl_assertions") or []),
+            },
+            "description": raw.get("description"),
+        },
+    )
+
+
+def tau2_tasks(domain: str, domain_name: str, split: str, data_dir: str | os.PathLike[str] | None = None) -> list[Task]:
+    if split not in TAU2_SPLITS:
+        raise ValueError(f"τ²-bench {domain} has no split {split!r}; it has {list(TAU2_SPLITS)}")
+    folder = tau2_dir(domain, data_dir)
+    raw_tasks = read_json(folder / "tasks.json")
+    by_id = {str(t["id"]): t for t in raw_tasks}
+    splits = read_json(folder / "split_tasks.json")
+    ids = [str(i) for i in splits.get(split, [])]
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} names unknown task ids {missing[:5]}")
+    return [tau2_task(domain_name, split, by_id[i]) for i in ids]
