@@ -15,6 +15,9 @@ COMMANDS: dict[str, str] = {
     "synth": "muarl.cli.synth:synth",
     "serve-mcp": "muarl.cli.serve_mcp:serve_mcp",
     "replay": "muarl.cli.replay:replay",
+    "train": "muarl.cli.train:train",
+    "sft": "muarl.cli.train:sft",
+    "plot": "muarl.cli.train:plot",
 }
 
 

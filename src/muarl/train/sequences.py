@@ -1,0 +1,90 @@
+"""Token sequences to training tensors, and the one forward pass both SFT and GRPO use.
+
+Labels come from the loss mask, never from the pad id: SmolLM2's end-of-turn token is also its pad token,
+and a collator that masked padding by id would never teach the model to stop.
+
+The forward pass computes logits only where the loss mask is 1 (the decoder runs on every token, the
+vocabulary projection only on supervised ones). Supervised tokens are a small share of a multi-turn episode
+(system prompt and tool results dominate), so this saves most of the memory and time of a [B, T, V] logits
+tensor. It assumes logits = lm_head(last hidden state), true of Llama, Qwen, Mistral and SmolLM families.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from muarl.train.grpo import entropy_from_logits, token_logprobs
+
+
+@dataclass
+class PaddedBatch:
+    """Right-padded sequences; ``loss_mask[b, t]`` is 1 when token t of row b is supervised."""
+
+    input_ids: torch.Tensor  # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long
+    loss_mask: torch.Tensor  # [B, T] bool
+    extra: torch.Tensor | None = None  # [B, T] float per-token values (e.g. sampling logprobs), 0 on padding
+
+    @property
+    def supervised_tokens(self) -> int:
+        return int(self.loss_mask[:, 1:].sum())
+
+
+def pad_sequences(ids: list[list[int]], masks: list[list[int]], pad_id: int, extra: list[list[float]] | None = None) -> PaddedBatch:
+    if not ids:
+        raise ValueError("cannot build a batch from no sequences")
+    width = max(len(x) for x in ids)
+    b = len(ids)
+    input_ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((b, width), dtype=torch.long)
+    loss_mask = torch.zeros((b, width), dtype=torch.bool)
+    values = torch.zeros((b, width), dtype=torch.float32) if extra is not None else None
+    for i, (seq, mask) in enumerate(zip(ids, masks)):
+        if len(seq) != len(mask):
+            raise ValueError(f"sequence {i}: {len(seq)} ids but {len(mask)} mask entries")
+        input_ids[i, : len(seq)] = torch.tensor(seq)
+        attention[i, : len(seq)] = 1
+        loss_mask[i, : len(seq)] = torch.tensor(mask, dtype=torch.bool)
+        if values is not None:
+            values[i, : len(seq)] = torch.tensor(extra[i], dtype=torch.float32)
+    return PaddedBatch(input_ids, attention, loss_mask, values)
+
+
+def causal_lm_parts(model: Any) -> tuple[Any, Any]:
+    """(decoder returning hidden states, output projection) of a causal LM, PEFT-wrapped or not."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return inner.get_decoder(), inner.get_output_embeddings()
+
+
+def autocast_for(model: Any, bf16: bool) -> contextlib.AbstractContextManager:
+    device = next(model.parameters()).device
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+def supervised_logprobs(model: Any, batch: PaddedBatch, *, bf16: bool = False, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(token t | tokens < t) at every supervised position t >= 1, flattened in row-major order.
+
+    Returns ([N] float32 logprobs, [N] float32 entropies or None); N = ``batch.supervised_tokens``.
+    """
+    decoder, head = causal_lm_parts(model)
+    device = next(model.parameters()).device
+    ids = batch.input_ids.to(device)
+    target_mask = batch.loss_mask[:, 1:].to(device)
+    with autocast_for(model, bf16):
+        hidden = decoder(input_ids=ids, attention_mask=batch.attention_mask.to(device)).last_hidden_state
+        logits = head(hidden[:, :-1][target_mask])
+    targets = ids[:, 1:][target_mask]
+    logprobs = token_logprobs(logits, targets)
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    return logprobs, entropy
+
+
+def scatter_rows(flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Put flattened per-token values back at their [B, T-1] target positions (zeros elsewhere)."""
+    out = torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device)
+    out[mask.to(flat.device)] = flat
+    return out

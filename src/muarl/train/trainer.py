@@ -1,0 +1,299 @@
+"""MUA-RL training loop: GRPO on multi-turn episodes with a simulated user in the loop.
+
+What it really does, step by step:
+
+1. Take the next ``tasks_per_step`` tasks of the training split (a seeded permutation per epoch).
+2. For each task run ``group_size`` episodes with the current policy (the local token-level engine,
+   temperature 1.0) against the scripted user, through the same episode loop evaluation uses. Each episode
+   comes back with its exact token ids, loss mask (1 on the policy's own tokens) and outcome reward.
+3. Standardise rewards within each group into advantages; optionally drop groups where every episode
+   succeeded or every one failed (their advantages are all zero anyway; dropping them only changes the
+   token-mean denominator). Episodes that errored (a model failure, a full context) have no reward and are
+   left out of their group.
+4. One pass over the batch (``mini_batches`` optimizer steps; with 1, the default, strictly on-policy so the
+   "old" log-probabilities are the current ones, detached): PPO clipped loss on the policy's tokens, plus
+   ``kl_coef`` times the k3 KL to the frozen initial policy, minus ``entropy_coef`` times the entropy,
+   averaged over all policy tokens of the batch; gradients accumulated over micro-batches, clipped to
+   ``grad_clip``, one AdamW step.
+5. Log the step's metrics; checkpoint every ``save_every`` steps.
+
+Departures from the name: there is no value model (GRPO), the KL term is in the loss (not the reward), and
+the loss is token-mean over the whole batch (DAPO) unless ``aggregation`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from muarl.domains import load_domain
+from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.reward import RewardFn, make_reward
+from muarl.rollout.config import ConfigError
+from muarl.rollout.episode import LoopConfig, run_episode
+from muarl.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint, write_text_atomic
+from muarl.train.config import GRPOConfig
+from muarl.train.grpo import group_advantages, grpo_loss
+from muarl.train.metrics import MetricsWriter, episode_metrics, episode_succeeded
+from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
+from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
+from muarl.types import Episode, Task
+from muarl.users.scripted import ScriptedUser
+
+
+def episode_seed(run_seed: int, step: int, task_id: str, trial: int) -> int:
+    """A stable per-episode seed, so a resumed run samples exactly what the uninterrupted one would."""
+    digest = hashlib.sha256(f"{run_seed}/{step}/{task_id}/{trial}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class GRPOTrainer:
+    def __init__(self, cfg: GRPOConfig, reward_fn: RewardFn | None = None, progress: bool = True):
+        """``reward_fn`` overrides the config's named reward (for experiments with rewards defined in code)."""
+        self.cfg = cfg
+        self.run_dir = Path(cfg.out)
+        self.progress = progress
+        self.domain = load_domain(cfg.domain, cfg.data_dir)
+        tasks = [t for t in self.domain.tasks(cfg.split) if cfg.max_difficulty is None or (t.difficulty or 0) <= cfg.max_difficulty]
+        if cfg.val_holdout >= len(tasks):
+            raise ConfigError(f"val_holdout={cfg.val_holdout} leaves no training tasks (split {cfg.split!r} has {len(tasks)} after filtering)")
+        self.val_tasks: list[Task] = tasks[len(tasks) - cfg.val_holdout:] if cfg.val_holdout else []
+        self.tasks: list[Task] = tasks[: len(tasks) - cfg.val_holdout]
+        self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
+        self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
+        self.params = trainable_parameters(self.model)
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        warmup = cfg.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
+        self.user = ScriptedUser()
+        self.reward_fn = reward_fn or make_reward(cfg.reward)
+        self.step = 0
+        self.position = 0  # tasks consumed so far (data position)
+
+    # ---------------------------------------------------------------- run directory
+    def start(self, resume: bool = False) -> None:
+        """Create the run directory (recording the config), or resume from its latest checkpoint."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        saved = self.run_dir / "config.yaml"
+        ckpt = latest_checkpoint(self.run_dir)
+        if ckpt is not None and not resume:
+            raise ConfigError(f"{self.run_dir} already holds a run (checkpoint {ckpt.name}); resume it or choose another out")
+        if resume and ckpt is not None:
+            previous = GRPOConfig.load(saved)
+            if previous.model_copy(update={"steps": self.cfg.steps}) != self.cfg:
+                raise ConfigError(f"the config differs from the one recorded in {saved} (only steps may change on resume)")
+            self._load(ckpt)
+        write_text_atomic(saved, self.cfg.dump_yaml())
+        self.metrics = MetricsWriter(self.run_dir)
+        self.metrics.truncate_after(self.step)
+
+    def _load(self, ckpt: Path) -> None:
+        if self.cfg.model.finetune == "lora":
+            from peft import set_peft_model_state_dict
+            from peft.utils import load_peft_weights
+
+            set_peft_model_state_dict(self.model, load_peft_weights(str(ckpt / "model")))
+        else:
+            from transformers import AutoModelForCausalLM
+
+            saved = AutoModelForCausalLM.from_pretrained(ckpt / "model", dtype=torch.float32)
+            self.model.load_state_dict(saved.state_dict())
+        state = restore_training_state(ckpt, self.optimizer, self.scheduler)
+        self.step, self.position = state["step"], state["position"]
+
+    def save(self) -> Path:
+        return save_checkpoint(self.run_dir, self.step, self.model, self.tokenizer, self.optimizer, self.scheduler,
+                               {"position": self.position}, keep=self.cfg.keep_checkpoints)
+
+    # ---------------------------------------------------------------- rollouts
+    def next_tasks(self) -> list[Task]:
+        batch = []
+        for _ in range(self.cfg.tasks_per_step):
+            epoch, index = divmod(self.position, len(self.tasks))
+            order = list(range(len(self.tasks)))
+            random.Random(f"{self.cfg.seed}/epoch/{epoch}").shuffle(order)
+            batch.append(self.tasks[order[index]])
+            self.position += 1
+        return batch
+
+    def policy(self, temperature: float) -> LocalPolicy:
+        cfg = self.cfg
+        sampling = SamplingConfig(temperature=temperature, top_p=cfg.top_p if temperature > 0 else 1.0,
+                                  max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context, bf16=cfg.model.bf16)
+        return LocalPolicy(self.model, self.tokenizer, cfg.model.chat_format, sampling, name=cfg.model.name)
+
+    def run_episodes(self, jobs: list[tuple[Task, int, int]], temperature: float, desc: str) -> list[Episode]:
+        """Episodes for (task, trial, seed) jobs, one after another (generation is not batched)."""
+        policy = self.policy(temperature)
+        loop = LoopConfig(max_turns=self.cfg.max_turns, token_budget=self.cfg.max_context - self.cfg.max_new_tokens)
+        bar = _progress(len(jobs), desc, self.progress)
+
+        async def run_all() -> list[Episode]:
+            out = []
+            for task, trial, seed in jobs:
+                out.append(await run_episode(self.domain, task, policy, self.user, trial=trial, seed=seed,
+                                             config=loop, reward_fn=self.reward_fn))
+                bar.update(1)
+            return out
+
+        self.model.eval()
+        try:
+            return asyncio.run(run_all())
+        finally:
+            bar.close()
+
+    def rollout(self, tasks: list[Task]) -> list[list[Episode]]:
+        jobs = [(t, k, episode_seed(self.cfg.seed, self.step, t.id, k)) for t in tasks for k in range(self.cfg.group_size)]
+        flat = self.run_episodes(jobs, self.cfg.temperature, f"step {self.step + 1} rollouts")
+        n = self.cfg.group_size
+        return [flat[i * n:(i + 1) * n] for i in range(len(tasks))]
+
+    # ---------------------------------------------------------------- update
+    def _samples(self, groups: list[list[Episode]]) -> tuple[list[tuple[Episode, float]], dict[str, float]]:
+        """(episode, advantage) for every episode that trains, and the group statistics."""
+        samples: list[tuple[Episode, float]] = []
+        stats = {"groups": 0.0, "all_correct_ratio": 0.0, "all_wrong_ratio": 0.0, "groups_dropped": 0.0}
+        for group in groups:
+            scored = [e for e in group if e.reward is not None and e.tokens is not None]
+            if len(scored) < 2:
+                stats["groups_dropped"] += 1
+                continue
+            stats["groups"] += 1
+            correct = [episode_succeeded(e) for e in scored]
+            all_correct, all_wrong = all(correct), not any(correct)
+            stats["all_correct_ratio"] += all_correct
+            stats["all_wrong_ratio"] += all_wrong
+            if (all_correct and self.cfg.drop_all_correct) or (all_wrong and self.cfg.drop_all_wrong):
+                stats["groups_dropped"] += 1
+                continue
+            rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
+            advantages = group_advantages(rewards, scale_by_std=self.cfg.advantage_std)[0]
+            samples.extend(zip(scored, advantages.tolist()))
+        if stats["groups"]:
+            stats["all_correct_ratio"] /= stats["groups"]
+            stats["all_wrong_ratio"] /= stats["groups"]
+        return samples, stats
+
+    def update(self, samples: list[tuple[Episode, float]]) -> dict[str, float]:
+        """One pass of GRPO updates over the samples; returns the loss diagnostics."""
+        cfg = self.cfg
+        self.model.train()
+        pad = self.tokenizer.pad_token_id
+        chunks = [samples[i::cfg.mini_batches] for i in range(cfg.mini_batches)]
+        chunks = [c for c in chunks if c]
+        old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
+        sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
+        tokens_seen, grad_norms = 0, []
+        for chunk in chunks:
+            self.optimizer.zero_grad(set_to_none=True)
+            total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
+            for start in range(0, len(chunk), cfg.micro_batch_size):
+                micro = chunk[start:start + cfg.micro_batch_size]
+                batch = pad_sequences([e.tokens.input_ids for e, _ in micro], [e.tokens.loss_mask for e, _ in micro], pad,
+                                      [e.tokens.logprobs for e, _ in micro])
+                mask = batch.loss_mask[:, 1:]
+                n_tokens = int(mask.sum())
+                if n_tokens == 0:
+                    continue
+                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True)
+                if cfg.entropy_coef == 0:
+                    entropy = entropy.detach()
+                old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
+                ref_flat = None
+                if self.reference is not None:
+                    with torch.no_grad(), self.reference.active(self.model) as ref_model:
+                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16)
+                logprobs = scatter_rows(flat, mask)
+                terms = grpo_loss(
+                    logprobs, scatter_rows(old_flat, mask), torch.tensor([a for _, a in micro]), mask,
+                    ref_logprobs=None if ref_flat is None else scatter_rows(ref_flat, mask),
+                    entropy=scatter_rows(entropy, mask), clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                    kl_coef=cfg.kl_coef, kl_estimator=cfg.kl_estimator, entropy_coef=cfg.entropy_coef,
+                    aggregation=cfg.aggregation, seq_norm=cfg.effective_seq_norm,
+                )
+                weight = n_tokens / max(1, total_tokens) if cfg.aggregation == "token-mean" else len(micro) / len(chunk)
+                (terms.loss * weight).backward()
+                sampler = batch.extra[:, 1:][mask]
+                gap = float((flat.detach() - sampler).abs().mean())
+                for key, value in (("policy_loss", terms.policy_loss), ("kl", terms.kl), ("entropy", terms.entropy),
+                                   ("clip_fraction", terms.clip_fraction), ("ratio_mean", terms.ratio_mean),
+                                   ("sampler_logprob_gap", gap)):
+                    sums[key] += value * n_tokens
+                tokens_seen += n_tokens
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
+            self.optimizer.step()
+            self.scheduler.step()
+        out = {k: v / max(1, tokens_seen) for k, v in sums.items()}
+        out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
+        out["trained_tokens"] = float(tokens_seen)
+        return out
+
+    def _old_logprobs(self, samples: list[tuple[Episode, float]]) -> dict[int, torch.Tensor]:
+        """Log-probabilities under the pre-update weights, needed when a batch takes several optimizer steps."""
+        old = {}
+        with torch.no_grad():
+            for ep, _ in samples:
+                batch = pad_sequences([ep.tokens.input_ids], [ep.tokens.loss_mask], self.tokenizer.pad_token_id)
+                old[id(ep)] = supervised_logprobs(self.model, batch, bf16=self.cfg.model.bf16)[0]
+        return old
+
+    # ---------------------------------------------------------------- loop
+    def train_step(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        groups = self.rollout(self.next_tasks())
+        rollout_seconds = time.perf_counter() - t0
+        episodes = [e for g in groups for e in g]
+        samples, group_stats = self._samples(groups)
+        t1 = time.perf_counter()
+        losses = self.update(samples) if samples else {}
+        update_seconds = time.perf_counter() - t1
+        self.step += 1
+        generated = sum(e.usage.completion_tokens for e in episodes)
+        trained = sum(len(e.tokens.input_ids) for e, _ in samples)
+        metrics = {
+            **episode_metrics(episodes), **group_stats, **losses,
+            "lr": self.scheduler.get_last_lr()[0], "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "rollout_tokens_per_s": generated / max(rollout_seconds, 1e-9),
+            "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
+            "data_position": float(self.position),
+        }
+        if self.cfg.val_every and self.val_tasks and self.step % self.cfg.val_every == 0:
+            metrics.update(self.validate())
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Greedy episodes, one per held-out task."""
+        jobs = [(t, 0, episode_seed(self.cfg.seed, -1, t.id, 0)) for t in self.val_tasks]
+        episodes = self.run_episodes(jobs, 0.0, f"step {self.step} validation")
+        stats = episode_metrics(episodes)
+        return {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
+
+    def train(self) -> None:
+        bar = _progress(self.cfg.steps, "GRPO steps", self.progress, initial=self.step)
+        try:
+            while self.step < self.cfg.steps:
+                metrics = self.train_step()
+                self.metrics.write(self.step, metrics)
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics.get('reward_mean', 0):.3f}", kl=f"{metrics.get('kl', 0):.4f}")
+                if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps:
+                    self.save()
+        finally:
+            bar.close()
+            self.metrics.close()
+        if self.cfg.plot:
+            from muarl.train.plot import plot_run
+
+            plot_run(self.run_dir)
+
+
+def _progress(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, initial=initial, disable=not enabled, leave=False, dynamic_ncols=True)
