@@ -11,9 +11,10 @@ else of muarl.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
@@ -32,6 +33,32 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MAX_ARGUMENT_NESTING = 32  # deeper tool arguments are malformed (JSON parsers of episode files stop near 200)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels (stops descending once over it)."""
+    if not isinstance(value, (dict, list)):
+        return False
+    if limit <= 0:
+        return True
+    children = value.values() if isinstance(value, dict) else value
+    return any(_nesting_exceeds(child, limit - 1) for child in children)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(text: str | None) -> str | None:
+    """Text with lone UTF-16 surrogates replaced by U+FFFD: they cannot be encoded as UTF-8, so an episode holding
+    one (a model can emit them) could not be written to disk."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if text else text
+
+
 class ToolCall(_Model):
     """One function call requested by the agent, as in the OpenAI format."""
 
@@ -39,14 +66,31 @@ class ToolCall(_Model):
     name: str
     arguments: str = "{}"  # raw JSON text as generated; parsed (and validated) by the episode loop
 
+    @field_validator("name", "arguments")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        return _valid_unicode(value)
+
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError with a readable reason when they are not a JSON object."""
+        """The arguments as a dict; raises ValueError with a readable reason when they are not a JSON object.
+
+        Stricter than ``json.loads`` on purpose: NaN/Infinity, unpaired surrogate escapes and absurd nesting
+        would parse, but the episode holding them could then not be written to (or read back from) JSON lines.
+        """
         try:
-            value = json.loads(self.arguments) if self.arguments.strip() else {}
+            value = json.loads(self.arguments, parse_constant=_reject_constant) if self.arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+        except (ValueError, RecursionError) as exc:  # NaN/Infinity, over-long integers, nesting beyond the parser
+            raise ValueError(f"arguments are not valid JSON ({exc or type(exc).__name__})") from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+        if _nesting_exceeds(value, MAX_ARGUMENT_NESTING):
+            raise ValueError(f"arguments nest deeper than {MAX_ARGUMENT_NESTING} levels")
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("arguments contain an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)") from None
         return value
 
     def to_openai(self) -> dict[str, Any]:
@@ -61,6 +105,11 @@ class Message(_Model):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None  # the tool's name on tool messages
+
+    @field_validator("content", "name")
+    @classmethod
+    def _encodable(cls, value: str | None) -> str | None:
+        return _valid_unicode(value)
 
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat-completions request expects it."""

@@ -11,6 +11,7 @@ are counted apart and never enter a metric. Confidence intervals resample tasks 
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -63,13 +64,18 @@ class Summary:
     tasks: list[TaskResult] = field(default_factory=list)
 
     def to_json(self) -> dict:
+        """Plain JSON data; undefined metrics (NaN: nothing finished) become null, which strict parsers accept."""
         return {
-            "n_tasks": self.n_tasks, "n_trials": self.n_trials, "n_errored": self.n_errored, "mean_reward": self.mean_reward,
-            "pass_hat_k": {str(k): v for k, v in self.pass_hat_k.items()},
-            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
-            "ci95": {name: list(bounds) for name, bounds in self.ci95.items()},
-            "flip_rate": self.flip_rate,
+            "n_tasks": self.n_tasks, "n_trials": self.n_trials, "n_errored": self.n_errored, "mean_reward": _defined(self.mean_reward),
+            "pass_hat_k": {str(k): _defined(v) for k, v in self.pass_hat_k.items()},
+            "pass_at_k": {str(k): _defined(v) for k, v in self.pass_at_k.items()},
+            "ci95": {name: [_defined(b) for b in bounds] for name, bounds in self.ci95.items()},
+            "flip_rate": _defined(self.flip_rate),
         }
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def per_task(episodes: Iterable[Episode]) -> list[TaskResult]:

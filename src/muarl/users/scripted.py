@@ -92,23 +92,36 @@ class ScriptedUserSession(UserSession):
         self.identified = True
         return text
 
+    def _asked(self, request: UserRequest, text: str) -> list[str]:
+        return [k for k, pattern in _FACT_KEYWORDS.items() if k in request.facts and re.search(pattern, text)]
+
     def _react(self, said: str) -> str:
         request = self.requests[self.current]
-        asked = [k for k, pattern in _FACT_KEYWORDS.items() if k in request.facts and re.search(pattern, said)]
+        asked = self._asked(request, said)
+        # the closing sentence decides between "a question about a detail" and "a report": a refusal that names
+        # the prescription ("that prescription cannot be refilled. anything else?") is a report, not a question
+        tail = re.split(r"(?<=[.!])\s+", said.strip())[-1]
+        asked_now = self._asked(request, tail) if "?" in tail else []
         if _IDENTITY.search(said) and (not self.identified or not asked):
             return self._identity()
         if _CONFIRM.search(said):
             return self._say(_YES)
-        if asked and not _DONE.search(said):
-            return " ".join(f"The {k} is {request.facts[k]}." for k in asked)
+        if asked_now:
+            return self._facts(request, asked_now)
         answered = request.answer is not None and _normalise(request.answer) in said
         if answered or (request.outcome != "answered" and (_DONE.search(said) or _REFUSED.search(said))):
             return self._advance()
+        if asked:
+            return self._facts(request, asked)
         self.restated += 1
         if self.restated > self.patience:
             return self._advance(gave_up=True)
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
         return f"Let me repeat: {request.text} {details}".strip()
+
+    @staticmethod
+    def _facts(request: UserRequest, keys: list[str]) -> str:
+        return " ".join(f"The {k} is {request.facts[k]}." for k in keys)
 
     def _advance(self, gave_up: bool = False) -> str:
         self.current += 1

@@ -1,0 +1,207 @@
+"""ChatClient and OpenAIAgent over real HTTP (a LoopbackServer on 127.0.0.1).
+
+Specification: the client speaks the OpenAI chat-completions format (tools offered, tool calls read back with
+their raw argument text), retries what is worth retrying (5xx, 429, dropped connections) with backoff and
+never retries other 4xx; a server that keeps failing becomes an errored episode (no reward, never a 0);
+driven by the oracle's plan over HTTP, episodes score exactly as the in-process oracle does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from muarl.cli import main
+from muarl.domains import load_domain
+from muarl.models.base import ModelError
+from muarl.models.loopback_server import HTTPFailure, LoopbackServer
+from muarl.models.openai_client import ChatClient, OpenAIAgent
+from muarl.models.oracle import OracleAgent
+from muarl.rollout.episode import run_episode
+from muarl.rollout.runner import run_many
+from muarl.types import Message, ToolCall
+from muarl.users.scripted import ScriptedUser
+from oracle_http import oracle_policy
+
+
+@pytest.fixture(scope="module")
+def clinic():
+    return load_domain("clinic")
+
+
+def _client(server: LoopbackServer, **kw) -> ChatClient:
+    return ChatClient(server.base_url, "test-model", api_key="k", backoff=0.001, **kw)
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_request_carries_messages_tools_and_sampling_and_reply_keeps_raw_arguments(clinic):
+    seen = []
+
+    def policy(request):
+        seen.append(request)
+        return {"content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": '{"expression": "1+"'}},
+            {"id": "c2", "type": "function", "function": {"name": "think", "arguments": {"thought": "dict, not text"}}},
+        ]}
+
+    async def go():
+        with LoopbackServer(policy) as server:
+            client = _client(server)
+            try:
+                turn = await client.complete([Message(role="system", content="S"), Message(role="user", content="hi")],
+                                             clinic.tools.specs(), temperature=0.3)
+            finally:
+                await client.aclose()
+            return turn
+
+    turn = asyncio.run(go())
+    body = seen[0]
+    assert body["model"] == "test-model" and body["temperature"] == 0.3
+    assert body["messages"] == [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+    assert [t["function"]["name"] for t in body["tools"]] == clinic.tools.names()
+    assert turn.message.tool_calls == [
+        ToolCall(id="c1", name="calculate", arguments='{"expression": "1+"'),  # kept verbatim, even broken
+        ToolCall(id="c2", name="think", arguments='{"thought": "dict, not text"}'),  # objects become JSON text
+    ]
+    assert turn.usage.requests == 1 and turn.usage.prompt_tokens > 0 and turn.usage.completion_tokens > 0
+
+
+def test_oracle_plan_over_http_scores_like_the_in_process_oracle(clinic):
+    tasks = clinic.tasks("test")[:6]
+    policy = oracle_policy(tasks, clinic.tools.specs())
+
+    async def go():
+        with LoopbackServer(policy) as server:
+            agent = OpenAIAgent(_client(server))
+            try:
+                remote = [await run_episode(clinic, t, agent, ScriptedUser(), seed=3) for t in tasks]
+            finally:
+                await agent.aclose()
+        local = [await run_episode(clinic, t, OracleAgent(), ScriptedUser(), seed=3) for t in tasks]
+        return remote, local
+
+    remote, local = asyncio.run(go())
+    assert [e.reward.reward for e in remote] == [1.0] * len(tasks)
+    assert [e.termination for e in remote] == [e.termination for e in local]
+    assert [[m.content for m in e.messages] for e in remote] == [[m.content for m in e.messages] for e in local]
+    assert all(e.usage.requests == e.agent_turns > 0 for e in remote)
+
+
+@pytest.mark.parametrize("status", [500, 429, 503])
+def test_transient_failures_are_retried_until_success(status):
+    calls = []
+    lock = threading.Lock()
+
+    def policy(request):
+        with lock:
+            calls.append(1)
+            if len(calls) <= 2:
+                raise HTTPFailure(status)
+        return {"content": "hello"}
+
+    async def go():
+        with LoopbackServer(policy) as server:
+            client = _client(server, max_retries=3)
+            try:
+                return await client.complete([Message(role="user", content="hi")])
+            finally:
+                await client.aclose()
+
+    assert asyncio.run(go()).message.content == "hello"
+    assert len(calls) == 3
+
+
+def test_client_errors_are_not_retried():
+    def policy(request):
+        raise HTTPFailure(400, "bad request: unknown field")
+
+    async def go(server):
+        client = _client(server, max_retries=5)
+        try:
+            await client.complete([Message(role="user", content="hi")])
+        finally:
+            await client.aclose()
+
+    with LoopbackServer(policy) as server:
+        with pytest.raises(ModelError, match="400.*unknown field"):
+            asyncio.run(go(server))
+        assert server.requests == 1
+
+
+def test_retries_give_up_with_model_error_after_max_retries():
+    def policy(request):
+        raise HTTPFailure(502)
+
+    async def go(server):
+        client = _client(server, max_retries=2)
+        try:
+            await client.complete([Message(role="user", content="hi")])
+        finally:
+            await client.aclose()
+
+    with LoopbackServer(policy) as server:
+        with pytest.raises(ModelError, match=r"3 attempt\(s\).*502"):
+            asyncio.run(go(server))
+        assert server.requests == 3
+
+
+def test_a_reply_that_is_not_a_chat_completion_is_a_model_error():
+    def policy(request):
+        return {"content": "x"}
+
+    async def go(server):
+        client = _client(server)
+        client._post = _no_choices  # type: ignore[method-assign]
+        try:
+            await client.complete([Message(role="user", content="hi")])
+        finally:
+            await client.aclose()
+
+    async def _no_choices(body):
+        return {"id": "x", "choices": []}
+
+    with LoopbackServer(policy) as server:
+        with pytest.raises(ModelError, match="not a chat completion"):
+            asyncio.run(go(server))
+
+
+@pytest.mark.parametrize("where", ["failing server", "closed port"])
+def test_a_server_that_keeps_failing_gives_errored_episodes_never_zero_rewards(clinic, where, tmp_path):
+    tasks = clinic.tasks("test")[:3]
+
+    def policy(request):
+        raise HTTPFailure(500, "model crashed")
+
+    async def go(url):
+        agent = OpenAIAgent(ChatClient(url, "m", api_key="k", max_retries=1, backoff=0.001))
+        try:
+            return await run_many(clinic, tasks, agent, ScriptedUser(), trials=2, out=tmp_path / "episodes.jsonl", progress=False)
+        finally:
+            await agent.aclose()
+
+    if where == "failing server":
+        with LoopbackServer(policy) as server:
+            result = asyncio.run(go(server.base_url))
+    else:
+        result = asyncio.run(go(_closed_port_url()))
+    assert len(result.episodes) == 6 and result.errored == 6
+    for ep in result.episodes:
+        assert ep.termination == "error" and ep.reward is None
+        assert "failed after 2 attempt(s)" in ep.error
+        assert ("500" in ep.error) if where == "failing server" else ("Connect" in ep.error)
+
+    out = CliRunner().invoke(main, ["eval", str(tmp_path), "--json", "--bootstrap", "0"])
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout, parse_constant=lambda name: pytest.fail(f"eval --json printed {name}"))
+    assert summary["n_errored"] == 6 and summary["n_tasks"] == 0

@@ -1,0 +1,83 @@
+"""The LLM user (``muarl.users.llm``) against a real OpenAI-compatible server on loopback.
+
+Specification: the user model gets the task's instruction in its system prompt and the conversation with
+roles flipped (the agent speaks as ``user``, the customer as ``assistant``; tool traffic never shown); its
+stop tokens end the episode; a failing user server ends the episode as errored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from muarl.domains import load_domain
+from muarl.models.loopback_server import HTTPFailure, LoopbackServer
+from muarl.models.openai_client import ChatClient
+from muarl.rollout.episode import run_episode
+from muarl.types import Message
+from muarl.users.base import STOP, TRANSFER
+from muarl.users.llm import OPEN_PROMPT, LLMUser, flip_roles
+from scripted_parties import ScriptAgent, calls, say
+
+
+@pytest.fixture(scope="module")
+def clinic():
+    return load_domain("clinic")
+
+
+def episode(clinic, policy, agent):
+    task = clinic.tasks("test")[0]
+
+    async def go():
+        with LoopbackServer(policy) as server:
+            user = LLMUser(ChatClient(server.base_url, "user-model", api_key="k", max_retries=1, backoff=0.001), temperature=0.0)
+            try:
+                return await run_episode(clinic, task, agent, user)
+            finally:
+                await user.aclose()
+
+    return task, asyncio.run(go())
+
+
+def test_prompt_roles_and_stop(clinic):
+    requests = []
+    lines = iter(["Hi, I need to move an appointment.", "It's ann@example.com.", f"Thanks, bye! {STOP}"])
+
+    def policy(request):
+        requests.append(request)
+        return {"content": next(lines)}
+
+    agent = ScriptAgent([say("Hello! Your email?"), calls(("think", '{"thought": "secret"}')), say("Found you. Anything else?")])
+    task, ep = episode(clinic, policy, agent)
+    assert ep.termination == "user_stop" and ep.user == "llm:user-model"
+    assert ep.user_usage.requests == 3 and ep.user_usage.prompt_tokens > 0
+    first, last = requests[0], requests[-1]
+    assert first["model"] == "user-model" and first["temperature"] == 0.0 and "tools" not in first
+    assert first["messages"][0]["role"] == "system" and task.user.instruction in first["messages"][0]["content"]
+    assert STOP in first["messages"][0]["content"]
+    assert first["messages"][1:] == [{"role": "user", "content": OPEN_PROMPT}]
+    assert [(m["role"], m["content"]) for m in last["messages"][1:]] == [
+        ("assistant", "Hi, I need to move an appointment."), ("user", "Hello! Your email?"),
+        ("assistant", "It's ann@example.com."), ("user", "Found you. Anything else?"),
+    ]
+
+
+def test_transfer_token(clinic):
+    lines = iter(["Hi.", f"{TRANSFER}"])
+    _, ep = episode(clinic, lambda r: {"content": next(lines)}, ScriptAgent([say("Let me transfer you.")]))
+    assert ep.termination == "user_transfer"
+
+
+def test_a_failing_user_server_errors_the_episode(clinic):
+    def policy(request):
+        raise HTTPFailure(503, "user model overloaded")
+
+    _, ep = episode(clinic, policy, ScriptAgent([]))
+    assert ep.termination == "error" and ep.reward is None
+    assert ep.error.startswith("UserError: user simulator failed") and "overloaded" in ep.error
+
+
+def test_flip_roles_drops_tool_traffic():
+    history = [Message(role="user", content="hi"), Message(role="assistant", content=None), Message(role="assistant", content="yo")]
+    assert flip_roles(history) == [Message(role="assistant", content="hi"), Message(role="user", content="yo")]

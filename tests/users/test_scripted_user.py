@@ -1,0 +1,129 @@
+"""The scripted user (``muarl.users.scripted``).
+
+Specification: it opens with its first request; asked to identify, it gives its email (else name and date of
+birth); asked to confirm, it says yes; asked for details of the current request, it gives only those; told
+the request is done, refused or answered, it moves to the next and says ###STOP### after the last; it
+restates a request it gets no progress on and gives up after ``patience`` restatements; its wording depends
+only on (task, seed). Without structured requests it opens with its instruction and confirms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from muarl.types import Message, Task, UserRequest, UserScenario
+from muarl.users.base import STOP
+from muarl.users.scripted import ScriptedUser
+
+
+def make_task(requests, known=None) -> Task:
+    known = known or {"name": "Ann Lee", "date_of_birth": "1980-02-03", "email": "ann.lee@example.com"}
+    return Task(id="t", domain="clinic", split="test", user=UserScenario(instruction="You are Ann.", known_info=known, requests=requests))
+
+
+BOOK = UserRequest(text="I'd like to book a checkup.", facts={"doctor": "Dr. Xu", "time": "Monday at 10:00"})
+BALANCE = UserRequest(text="What is my balance?", outcome="answered", answer="1,200")
+REFILL = UserRequest(text="Refill my inhaler.", facts={"medication": "albuterol inhaler"}, outcome="refused")
+
+
+class Talk:
+    """One scripted-user session and the conversation as it sees it."""
+
+    def __init__(self, task: Task, seed: int = 0, **options):
+        self.session = ScriptedUser(**options).new_session(task, seed)
+        self.history: list[Message] = []
+
+    def user(self, agent_says: str | None = None):
+        if agent_says is not None:
+            self.history.append(Message(role="assistant", content=agent_says))
+        turn = asyncio.run(self.session.reply(list(self.history)))
+        self.history.append(Message(role="user", content=turn.text))
+        return turn
+
+
+def test_a_full_conversation():
+    talk = Talk(make_task([BOOK, BALANCE, REFILL]))
+    opening = talk.user()
+    assert BOOK.text in opening.text and opening.done is None
+    assert "ann.lee@example.com" in talk.user("Could you give me your email to verify your identity?").text
+    details = talk.user("Which doctor, and what time would you like?").text
+    assert "Dr. Xu" in details and "Monday at 10:00" in details
+    assert talk.user("To confirm, I will book Dr. Xu on Monday at 10:00. Shall I proceed?").text.startswith(("Yes", "Correct"))
+    assert BALANCE.text in talk.user("Your appointment has been booked.").text
+    assert REFILL.text in talk.user("Your balance is $1200.").text  # the answer, with or without its comma
+    bye = talk.user("Unfortunately that cannot be done.")
+    assert bye.done == "user_stop" and STOP in bye.text
+
+
+def test_name_and_birth_date_when_no_email_is_known():
+    talk = Talk(make_task([BOOK], known={"name": "Ann Lee", "date_of_birth": "1980-02-03"}))
+    talk.user()
+    text = talk.user("Please verify your identity: full name and date of birth?").text
+    assert "Ann Lee" in text and "1980-02-03" in text
+
+
+def test_only_the_asked_details_are_given():
+    talk = Talk(make_task([BOOK]))
+    talk.user()
+    text = talk.user("What time works for you?").text
+    assert "Monday at 10:00" in text and "Dr. Xu" not in text
+
+
+def test_a_wrong_answer_does_not_advance_and_patience_runs_out():
+    talk = Talk(make_task([BALANCE, BOOK]), patience=2)
+    talk.user()
+    first = talk.user("Your balance is $50.").text
+    assert first.startswith("Let me repeat") and BALANCE.text in first
+    assert talk.user("Hmm.").text.startswith("Let me repeat")
+    gave_up = talk.user("Hmm.").text
+    assert gave_up.startswith("Never mind that.") and BOOK.text in gave_up
+
+
+def test_wording_depends_only_on_task_and_seed():
+    task = make_task([BOOK, BALANCE])
+
+    def script(seed):
+        talk = Talk(task, seed)
+        return [talk.user().text, talk.user("Shall I proceed?").text, talk.user("It has been booked.").text]
+
+    assert script(1) == script(1)
+    assert len({tuple(script(s)) for s in range(8)}) > 1
+
+
+def test_runs_out_of_turns_with_a_stop():
+    talk = Talk(make_task([BOOK]), max_turns=3)
+    talk.user()
+    talk.user("Hmm.")
+    last = talk.user("Hmm.")
+    assert last.done == "user_stop" and STOP in last.text
+
+
+def test_without_structured_requests_it_is_the_confirming_user():
+    talk = Talk(make_task([]))
+    assert talk.user().text == "You are Ann."
+    assert talk.user("Do you want me to go ahead?").text == "Yes."
+    end = talk.user("It is done.")
+    assert end.done == "user_stop"
+
+
+@pytest.mark.parametrize("said", ["All set, it's done.", "I'm sorry, I can't do that."])
+def test_done_or_refused_advances_a_request_that_expects_no_answer(said):
+    talk = Talk(make_task([BOOK, REFILL]))
+    talk.user()
+    assert REFILL.text in talk.user(said).text
+
+
+def test_a_refusal_that_names_the_topic_is_a_report_not_a_question():
+    talk = Talk(make_task([REFILL, BOOK]))
+    talk.user()
+    talk.user("Could you give me your email?")
+    assert BOOK.text in talk.user("That prescription cannot be refilled: it has no refills left. Anything else?").text
+
+
+def test_a_closing_question_about_a_detail_is_answered_even_after_an_apology():
+    talk = Talk(make_task([REFILL, BOOK]))
+    talk.user()
+    talk.user("Could you give me your email?")
+    assert "albuterol inhaler" in talk.user("Sorry, I cannot find it. Which medication do you mean?").text
