@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from pydantic import Field
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from muarl.config import ConfigError, YamlConfig
 
-
-class ConfigError(ValueError):
-    """A configuration that cannot work; the message says what to change."""
+__all__ = ["ConfigError", "RolloutConfig"]
 
 
-class RolloutConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RolloutConfig(YamlConfig):
 
     domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
     data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
@@ -43,21 +38,3 @@ class RolloutConfig(BaseModel):
     seed: int = Field(0, description="run seed; each (task, trial) derives its own")
     out: str = Field("runs/rollout", description="run directory (episodes.jsonl, run.json)")
     resume: bool = Field(False, description="complete an interrupted run in `out` instead of refusing to overwrite it")
-
-    @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any) -> RolloutConfig:
-        """From a YAML file (optional) with ``overrides`` (None values ignored) on top."""
-        data: dict[str, Any] = {}
-        if path is not None:
-            try:
-                data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise ConfigError(f"cannot read config {path}: {exc}") from None
-            if not isinstance(data, dict):
-                raise ConfigError(f"config {path} must be a mapping of field: value")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"invalid rollout config: {problems}") from None

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
+from muarl.config import YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.factory import make_agent
@@ -62,9 +62,7 @@ class SynthError(ValueError):
     """Bad synthesis configuration; the message says what to change."""
 
 
-class SynthConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SynthConfig(YamlConfig):
     domain: str = Field("clinic", description="registered domain name or package.module:factory (ignored with scenario)")
     data_dir: str | None = Field(None, description="data directory for domains that load data")
     scenario: str | None = Field(None, description="scenario file (YAML/JSON: tool schemas, policy, seed DB, tasks) instead of a domain")
@@ -98,24 +96,6 @@ class SynthConfig(BaseModel):
     human_review: bool = Field(False, description="write review.jsonl for a person to mark accept/reject")
     out: str = Field("runs/synth", description="output directory")
     resume: bool = Field(False, description="complete an interrupted synthesis in `out`")
-
-    @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any) -> SynthConfig:
-        """From a YAML file (optional) with ``overrides`` (None values ignored) on top."""
-        data: dict[str, Any] = {}
-        if path is not None:
-            try:
-                data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise SynthError(f"cannot read config {path}: {exc}") from None
-            if not isinstance(data, dict):
-                raise SynthError(f"config {path} must be a mapping of field: value")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise SynthError(f"invalid synth config: {problems}") from None
 
 
 def unscored_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:

@@ -6,41 +6,14 @@ Every field has a default and a one-line meaning. A run directory records the fu
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from muarl.rollout.config import ConfigError
+from muarl.config import YamlConfig
 
 
-class _YamlConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any):
-        """From a YAML file (optional) with ``overrides`` (None values ignored) on top."""
-        data: dict[str, Any] = {}
-        if path is not None:
-            try:
-                data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise ConfigError(f"cannot read config {path}: {exc}") from None
-            if not isinstance(data, dict):
-                raise ConfigError(f"config {path} must be a mapping of field: value")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"invalid {cls.__name__}: {problems}") from None
-
-    def dump_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-
-
-class ModelConfig(_YamlConfig):
+class ModelConfig(YamlConfig):
     """Which policy to train and how its weights are updated."""
 
     name: str = Field("smollm2-135m-instruct", description="embedded default, tiny-random, HF model id or local directory")
@@ -54,7 +27,7 @@ class ModelConfig(_YamlConfig):
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
 
 
-class GRPOConfig(_YamlConfig):
+class GRPOConfig(YamlConfig):
     """MUA-RL GRPO: groups of episodes per task against the simulated user, then a clipped policy update."""
 
     out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints)")
@@ -115,7 +88,7 @@ class GRPOConfig(_YamlConfig):
         return self.seq_norm or float(self.max_new_tokens * self.max_turns)
 
 
-class SFTConfig(_YamlConfig):
+class SFTConfig(YamlConfig):
     """Cold-start supervised fine-tuning on chat JSONL (OpenAI messages + tools), loss on assistant tokens."""
 
     data: str = Field(..., description="JSONL file: one {messages: [...], tools: [...]} conversation per line")
