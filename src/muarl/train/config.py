@@ -99,7 +99,7 @@ class SFTConfig(YamlConfig):
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
-    pack_length: int = Field(2048, ge=16, description="tokens per packed training row")
+    pack_length: int = Field(8192, ge=16, description="tokens per packed training row (longer conversations are cut; keep it above the system prompt with its tool schemas)")
     rows_per_step: int = Field(1, ge=1, description="packed rows per optimizer step")
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
     save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")

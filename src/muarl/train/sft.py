@@ -15,6 +15,7 @@ directory (LoRA adapters merged in) at ``OUT/model``, ready to be ``model.name``
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import random
@@ -26,13 +27,15 @@ from typing import Any
 import torch
 
 from muarl.models.chat_formats import ChatFormat, get_chat_format
-from muarl.rollout.config import ConfigError
+from muarl.config import ConfigError
 from muarl.train.checkpoint import write_text_atomic
 from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
 from muarl.train.model_setup import load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, supervised_logprobs
 from muarl.types import Message, ToolSpec
+
+log = logging.getLogger(__name__)
 
 
 def read_conversations(path: str | Path) -> list[tuple[list[Message], list[ToolSpec]]]:
@@ -102,6 +105,24 @@ def pack(examples: list[tuple[list[int], list[int]]], length: int) -> list[tuple
     return rows
 
 
+def fit_examples(examples: list[tuple[list[int], list[int]]], length: int) -> list[tuple[list[int], list[int]]]:
+    """Examples that keep a supervised token within ``length``; says how many were cut or dropped.
+
+    A conversation whose assistant turns all lie past the cut would train on nothing (a loss of exactly 0 that
+    looks like success), so it is dropped, and if none is left the run stops and says what to change.
+    """
+    kept = [ex for ex in examples if any(ex[1][:length])]
+    if not kept:
+        first = min(ex[1].index(1) for ex in examples if 1 in ex[1]) if any(1 in ex[1] for ex in examples) else None
+        hint = f"the earliest assistant token is at position {first}" if first is not None else "no conversation has an assistant turn"
+        raise ConfigError(f"no conversation has a supervised token within pack_length={length} ({hint}): raise pack_length")
+    cut = sum(len(ex[0]) > length for ex in examples)
+    if cut:
+        log.warning("%d of %d conversations are longer than pack_length=%d and were cut; %d kept no assistant token and were dropped",
+                    cut, len(examples), length, len(examples) - len(kept))
+    return kept
+
+
 def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
     """Train, log metrics to ``OUT/metrics.jsonl``, and save the final full model to ``OUT/model``."""
     from tqdm import tqdm
@@ -117,7 +138,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
 
     conversations = read_conversations(cfg.data)
     random.Random(cfg.seed).shuffle(conversations)
-    rows = pack([tokenize_conversation(m, t, fmt, encode) for m, t in conversations], cfg.pack_length)
+    rows = pack(fit_examples([tokenize_conversation(m, t, fmt, encode) for m, t in conversations], cfg.pack_length), cfg.pack_length)
     total_steps = max(1, math.ceil(len(rows) * cfg.epochs / cfg.rows_per_step))
     params = trainable_parameters(model)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
