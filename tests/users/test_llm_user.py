@@ -81,3 +81,53 @@ def test_a_failing_user_server_errors_the_episode(clinic):
 def test_flip_roles_drops_tool_traffic():
     history = [Message(role="user", content="hi"), Message(role="assistant", content=None), Message(role="assistant", content="yo")]
     assert flip_roles(history) == [Message(role="assistant", content="hi"), Message(role="user", content="yo")]
+
+
+def _one_reply(policy, strategy):
+    task = load_domain("clinic").tasks("test")[0]
+    seen = []
+
+    def recording(request):
+        seen.append(request["messages"])
+        return policy(request, len(seen))
+
+    async def go():
+        with LoopbackServer(recording) as server:
+            user = LLMUser(ChatClient(server.base_url, "user-model", api_key="k", max_retries=0), strategy=strategy)
+            try:
+                return await user.new_session(task, 0).reply([Message(role="assistant", content="Hi! How can I help you today?")])
+            finally:
+                await user.aclose()
+
+    return asyncio.run(go()), seen
+
+
+def test_react_sends_only_the_response_after_the_thought():
+    turn, seen = _one_reply(lambda req, n: {"content": "Thought: ask about the move.\nUser Response: I need to move an appointment."}, "react")
+    assert turn.text == "I need to move an appointment."
+    assert "User Response:" in seen[0][0]["content"]  # the system prompt asks for the two-part answer
+
+
+def test_verify_regenerates_until_the_check_says_yes():
+    def policy(req, n):
+        if "proposed next line" in req["messages"][-1]["content"]:
+            return {"content": "no" if n == 2 else "yes"}
+        return {"content": f"draft {n}"}
+
+    turn, seen = _one_reply(policy, "verify")
+    assert turn.text == "draft 3" and len(seen) == 4 and turn.usage.requests == 4
+
+
+def test_reflection_rewrites_a_line_that_breaks_character_and_keeps_a_good_one():
+    def rewrite(req, n):
+        return {"content": "As an AI model I cannot..."} if n == 1 else {"content": f"Hi, I'd like to reschedule. {STOP}"}
+
+    turn, _ = _one_reply(rewrite, "reflection")
+    assert turn.text.startswith("Hi, I'd like to reschedule") and turn.done == "user_stop"
+    kept, _ = _one_reply(lambda req, n: {"content": "Hello there."} if n == 1 else {"content": "OK"}, "reflection")
+    assert kept.text == "Hello there."
+
+
+def test_an_unknown_strategy_is_refused():
+    with pytest.raises(ValueError, match="unknown user strategy"):
+        LLMUser(ChatClient("http://127.0.0.1:9", "m"), strategy="psychic")
