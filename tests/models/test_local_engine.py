@@ -54,11 +54,15 @@ def _mask_runs(mask: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def test_training_sequence_equals_sampled_sequence_across_tool_turns(domain):
+@pytest.mark.parametrize("batch", [False, True], ids=["sequential", "batched-generator"])
+def test_training_sequence_equals_sampled_sequence_across_tool_turns(domain, batch):
     inner, tok = tiny_random_lm(seed=1)
     turn_ids = [tok(t, add_special_tokens=False)["input_ids"] + [2] for t in TURNS]
     model = ScriptedLM(inner, [i for ids in turn_ids for i in ids])
-    policy = LocalPolicy(model, tok, "chatml-hermes", SamplingConfig(temperature=1.0, max_new_tokens=64))
+    # no prefix sharing: the scripted model advances its script on every forward, and the shared prefix costs one
+    # forward more (tests/models/test_batched_generation.py checks the shared, batched path token for token)
+    policy = LocalPolicy(model, tok, "chatml-hermes", SamplingConfig(temperature=1.0, max_new_tokens=64),
+                         share_prefix=False, batch=batch)
     user = ListUser(["Please book mon-9 for Ann Lee.", "Thanks! ###STOP###"])
     task = domain.tasks("train")[0]
 

@@ -17,7 +17,17 @@ the policy was conditioned on and sampled. Alongside the ids the session records
 Bad output is data: generated text is parsed by the chat format, and a tool call that cannot be parsed is
 still returned (raw text as its arguments) for the episode loop to answer with an error observation.
 
-Generation runs one episode at a time (concurrent episodes interleave turn by turn, not batched).
+Two speed-ups, both on by default and both invisible in the trace:
+
+- ``share_prefix``: the system turn (prompt and tool schemas, ~2,500 SmolLM2 tokens in the clinic) is the
+  same for every episode of a domain; its KV cache is computed once per policy (and again if the weights
+  change) and every session starts from it (:class:`~muarl.models.kv_cache.PrefixCache`);
+- ``batch``: sessions of concurrent episodes submit their turns to one
+  :class:`~muarl.models.batched_generation.BatchedGenerator`, which decodes them together, one batched
+  forward per token. With ``batch=False`` each session generates on its own, one episode at a time.
+
+The system turn is always tokenised on its own (as SFT tokenises it), so the ids are the same whichever
+options are on; only the floating-point path to the logits differs (last bits).
 """
 
 from __future__ import annotations
@@ -71,7 +81,16 @@ class LocalPolicy(Agent):
     """An :class:`Agent` over a transformers causal LM; its sessions record :class:`TokenTrace` s."""
 
     def __init__(self, model: Any, tokenizer: Any, chat_format: ChatFormat | str = "chatml-hermes",
-                 sampling: SamplingConfig | None = None, name: str = "local"):
+                 sampling: SamplingConfig | None = None, name: str = "local", *,
+                 share_prefix: bool = True, batch: bool = True, max_batch_rows: int = 16):
+        """``share_prefix``: start every session from one cached KV of the system turn. ``batch``: decode the
+        turns of concurrent sessions together, at most ``max_batch_rows`` rows per forward.
+
+        The policy's caches assume the weights do not change while its sessions run (the prefix cache checks
+        and recomputes if they do); the trainer builds a new policy for each rollout batch."""
+        from muarl.models.batched_generation import BatchedGenerator
+        from muarl.models.kv_cache import PrefixCache
+
         self.model = model
         self.tokenizer = tokenizer
         self.chat_format = get_chat_format(chat_format) if isinstance(chat_format, str) else chat_format
@@ -82,6 +101,9 @@ class LocalPolicy(Agent):
             raise ValueError(f"tokenizer has no token {self.chat_format.end_of_turn!r} required by format {self.chat_format.name!r}")
         self.end_of_turn_id: int = end_id
         self.stop_ids = {end_id} | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        self.prefix_cache = PrefixCache(model) if share_prefix else None
+        self.generator = BatchedGenerator(model, self._sample, self.stop_ids, bf16=self.sampling.bf16,
+                                          max_rows=max_batch_rows) if batch else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, chat_format: str = "chatml-hermes", sampling: SamplingConfig | None = None) -> LocalPolicy:
@@ -92,6 +114,26 @@ class LocalPolicy(Agent):
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _sample(self, logits: Any, generator: Any) -> tuple[int, float]:
+        return sample_token(logits, self.sampling.temperature, self.sampling.top_p, generator)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        import torch
+
+        device = next(self.model.parameters()).device
+        return torch.autocast(device.type, dtype=torch.bfloat16) if self.sampling.bf16 else contextlib.nullcontext()
+
+    def prefill(self, ids: list[int]) -> Any:
+        """A new ``DynamicCache`` filled with ``ids`` (for the shared system-turn prefix)."""
+        import torch
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        feed = torch.tensor([ids], device=next(self.model.parameters()).device)
+        with torch.no_grad(), self.autocast():
+            self.model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return cache
 
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> LocalSession:
         return LocalSession(self, tools, seed)
@@ -119,53 +161,85 @@ class LocalSession(AgentSession):
         self.loss_mask.extend([1 if logprobs is not None else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
 
-    def _delta(self, messages: list[Message]) -> str:
-        """Text to append before generating: whatever the conversation gained since this session's last turn."""
-        fmt = self.policy.chat_format
+    def _extend_context(self, messages: list[Message]) -> None:
+        """Append whatever the conversation gained since this session's last turn, and the generation prompt.
+
+        The first time, the system turn (with the tool schemas) is tokenised on its own: it is the prefix every
+        session of the domain shares, and its KV cache is taken from the policy's prefix cache."""
+        policy, fmt = self.policy, self.policy.chat_format
         if self._last is None:
             if not messages or messages[0].role != "system":
                 raise ModelError("a local policy session needs the system prompt as the first message")
-            return fmt.system_text(messages[0].content or "", self.tools) + fmt.render_delta(messages[1:]) + fmt.generation_prompt
+            system = policy.encode(fmt.system_text(messages[0].content or "", self.tools))
+            self._append(system)
+            if policy.prefix_cache is not None:
+                self._cache = policy.prefix_cache.session_cache(system, policy.prefill)
+                self._n_cached = len(system)
+            self._append(policy.encode(fmt.render_delta(messages[1:]) + fmt.generation_prompt))
+            return
         if len(messages) < self._seen or messages[self._seen - 1] != self._last:
             raise ModelError("the conversation was rewritten between turns; a local policy session only appends")
-        closing = "" if self.ids[-1] in self.policy.stop_ids else fmt.end_of_turn
-        return closing + fmt.after_end + fmt.render_delta(messages[self._seen:]) + fmt.generation_prompt
+        closing = "" if self.ids[-1] in policy.stop_ids else fmt.end_of_turn
+        self._append(policy.encode(closing + fmt.after_end + fmt.render_delta(messages[self._seen:]) + fmt.generation_prompt))
 
     # ---------------------------------------------------------------- generation
-    def _generate(self) -> tuple[list[int], list[float]]:
-        import torch
-
-        policy, cfg = self.policy, self.policy.sampling
+    def _budget(self) -> int:
+        cfg = self.policy.sampling
         budget = min(cfg.max_new_tokens, cfg.max_context - len(self.ids))
         if budget <= 0:
             raise ModelError(f"episode context is full ({len(self.ids)} of max_context={cfg.max_context} tokens)")
+        return budget
+
+    def _generate(self) -> tuple[list[int], list[float]]:
+        """This session alone: token by token on its own KV cache."""
+        import torch
+
+        policy = self.policy
+        budget = self._budget()
         if self._cache is None:
             from transformers import DynamicCache
 
             self._cache = DynamicCache()
         device = next(policy.model.parameters()).device
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if cfg.bf16 else contextlib.nullcontext()
         feed = torch.tensor([self.ids[self._n_cached:]], device=device)
         sampled: list[int] = []
         logprobs: list[float] = []
-        with torch.no_grad(), autocast:
+        with torch.no_grad(), policy.autocast():
             for _ in range(budget):
                 out = policy.model(input_ids=feed, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
-                token, logprob = sample_token(out.logits[0, -1].float().cpu(), cfg.temperature, cfg.top_p, self._generator)
+                token, logprob = policy._sample(out.logits[0, -1].float().cpu(), self._generator)
                 sampled.append(token)
                 logprobs.append(logprob)
                 if token in policy.stop_ids:
                     break
                 feed = torch.tensor([[token]], device=device)
-        # every sampled token but the last was fed back, so the cache ends one token before the sequence
-        self._n_cached = len(self.ids) + len(sampled) - 1
         return sampled, logprobs
+
+    async def _generate_batched(self) -> tuple[list[int], list[float]]:
+        """Through the policy's batched generator, together with the other sessions waiting for a turn."""
+        from muarl.models.batched_generation import GenerationRequest
+
+        budget = self._budget()
+        if self._cache is None:
+            from transformers import DynamicCache
+
+            self._cache = DynamicCache()
+        request = GenerationRequest(cache=self._cache, feed=self.ids[self._n_cached:], budget=budget, generator=self._generator)
+        self._cache = None  # the generator owns it until the turn is done
+        done = await self.policy.generator.generate(request)
+        self._cache = done.cache
+        return done.sampled, done.logprobs
 
     async def act(self, messages: list[Message]) -> AgentTurn:
         policy = self.policy
-        self._append(policy.encode(self._delta(messages)))
+        self._extend_context(messages)
         prompt_tokens = len(self.ids)
-        sampled, logprobs = self._generate()
+        if policy.generator is not None:
+            sampled, logprobs = await self._generate_batched()
+        else:
+            sampled, logprobs = self._generate()
+        # every sampled token but the last was fed back, so the cache ends one token before the sequence
+        self._n_cached = prompt_tokens + len(sampled) - 1
         self._append(sampled, logprobs)
         body = sampled[:-1] if sampled[-1] in policy.stop_ids else sampled
         text = policy.tokenizer.decode(body, skip_special_tokens=False)

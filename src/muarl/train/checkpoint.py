@@ -18,11 +18,7 @@ from typing import Any
 
 import torch
 
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+from muarl.rollout.store import atomic_write_text
 
 
 def rng_state() -> dict[str, Any]:
@@ -50,7 +46,7 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
     (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2), encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    write_text_atomic(root / "latest", final.name)
+    atomic_write_text(root / "latest", final.name)
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -11,12 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from muarl.evals.passk import succeeded
 from muarl.types import Episode
-
-
-def episode_succeeded(ep: Episode) -> bool:
-    """The binary outcome verdict (state matches gold and every required output was said), whatever the reward variant."""
-    return ep.reward is not None and ep.reward.state_match and all(ep.reward.outputs_found.values())
 
 
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
@@ -32,7 +28,7 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     executions = [x for e in scored for x in e.tool_executions]
     out.update({
         "reward_mean": sum(e.reward.reward for e in scored) / n,
-        "success_rate": sum(episode_succeeded(e) for e in scored) / n,
+        "success_rate": sum(succeeded(e) for e in scored) / n,
         "turns_per_episode": sum(turns) / n,
         "response_tokens_per_episode": sum(response) / n,
         "response_tokens_per_turn": sum(response) / max(1, sum(turns)),

@@ -1,0 +1,172 @@
+"""One model, many concurrent episodes: their assistant turns are decoded together, one batched forward
+per token.
+
+Episodes run as asyncio tasks (``run_many``, the trainer's group rollouts). When a session needs a turn it
+submits a :class:`GenerationRequest` (its KV cache, the ids not yet in it, its own random generator, a
+token budget) and awaits the result. A scheduler task, started on the first request, does this until no
+request is left:
+
+1. yield to the event loop until no more requests arrive (every episode that can reach its next turn
+   without the model has done so: tool calls and scripted users are plain Python);
+2. admit waiting requests, up to ``max_rows``: each row's new ids (tool results, user reply, generation
+   prompt) are prefilled on its own cache, and its first token is sampled from that forward;
+3. one decode step for the whole batch: the last sampled token of every row, its true position, a
+   left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`); then each row samples its next
+   token with its own generator;
+4. rows that sampled a stop token or reached their budget leave the batch with their cache; their
+   session resumes.
+
+New requests join at step boundaries (continuous batching), so episodes whose tools answered at different
+times still share decode steps.
+
+What is deterministic. Each row samples from its own ``torch.Generator`` (seeded by its episode), one draw
+per sampled token, so which tokens a row draws does not depend on which other rows share its batch, except
+through the logits: a batched forward with padding may differ from a single-row forward in the last bits
+(about 1e-6 in float32, more under bfloat16), which can flip a sampled token only when a uniform draw
+falls within that distance of a boundary. The forwards run on the event loop's thread, so with in-process
+users and tools the batch composition, and hence every episode, is the same on every run with the same
+seeds. Exactness of the training sequence never depends on any of this: a row's trace is built from the
+ids it was fed and the ids it sampled, nothing is re-tokenised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from muarl.models.kv_cache import RowBatch
+
+SETTLE_LIMIT = 20  # event-loop passes to wait for more requests before a step (each pass costs microseconds)
+
+
+@dataclass
+class GenerationRequest:
+    """One assistant turn to generate. ``cache`` holds the row's context except its last ``len(feed)`` ids."""
+
+    cache: Any
+    feed: list[int]
+    budget: int  # most tokens to sample (the stop token included)
+    generator: torch.Generator
+    sampled: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    future: asyncio.Future | None = None
+
+
+@dataclass
+class GeneratorStats:
+    decode_steps: int = 0
+    decoded_rows: int = 0  # sum of batch sizes over decode steps
+    max_rows: int = 0  # the largest batch a decode step ran with
+    prefills: int = 0
+
+
+class BatchedGenerator:
+    """Owns the model's forward passes for every session of a :class:`~muarl.models.local_engine.LocalPolicy`."""
+
+    def __init__(self, model: Any, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16):
+        """``sample(logits, generator) -> (token, logprob)`` draws one token from a 1-D float logits vector."""
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        self.model = model
+        self.sample = sample
+        self.stop_ids = stop_ids
+        self.bf16 = bf16
+        self.max_rows = max_rows
+        self.stats = GeneratorStats()
+        self._waiting: list[GenerationRequest] = []
+        self._scheduler: asyncio.Task | None = None
+
+    async def generate(self, request: GenerationRequest) -> GenerationRequest:
+        """Sample the turn; returns the request with ``sampled``, ``logprobs`` and the grown ``cache``."""
+        if not request.feed or request.budget < 1:
+            raise ValueError("a generation request needs ids to feed and a budget of at least one token")
+        request.future = asyncio.get_running_loop().create_future()
+        self._waiting.append(request)
+        if self._scheduler is None or self._scheduler.done():
+            self._scheduler = asyncio.get_running_loop().create_task(self._run())
+        return await request.future
+
+    # ---------------------------------------------------------------- scheduler
+    async def _run(self) -> None:
+        batch = RowBatch()
+        rows: list[GenerationRequest] = []
+        try:
+            while self._waiting or rows:
+                await self._settle()
+                self._admit(batch, rows)
+                if rows:
+                    self._decode_step(batch, rows)
+                await asyncio.sleep(0)
+        except BaseException as exc:  # a failed forward fails every turn in flight, never hangs them
+            for request in rows + self._waiting:
+                if not request.future.done():
+                    request.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            self._waiting.clear()
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _settle(self) -> None:
+        """Let every runnable episode reach its next request before the model runs."""
+        seen = -1
+        for _ in range(SETTLE_LIMIT):
+            if len(self._waiting) == seen:
+                return
+            seen = len(self._waiting)
+            await asyncio.sleep(0)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        device = self._device()
+        return torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
+        """Prefill waiting requests (one forward each) and move the unfinished ones into the batch."""
+        while self._waiting and len(rows) < self.max_rows:
+            request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
+            feed = torch.tensor([request.feed], device=self._device())
+            with torch.no_grad(), self._autocast():
+                out = self.model(input_ids=feed, past_key_values=request.cache, use_cache=True, logits_to_keep=1)
+            finished = self._take(request, out.logits[0, -1])
+            self._waiting.pop(0)
+            self.stats.prefills += 1
+            if finished:
+                self._finish(request, request.cache)
+            else:
+                batch.add(request.cache)
+                request.cache = None  # the batch holds it now
+                rows.append(request)
+
+    def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
+        device = self._device()
+        feed = torch.tensor([[r.sampled[-1]] for r in rows], device=device)
+        with torch.no_grad(), self._autocast():
+            out = self.model(input_ids=feed, past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
+                             attention_mask=batch.attention_mask().to(device), position_ids=batch.positions().to(device))
+        batch.advance()
+        self.stats.decode_steps += 1
+        self.stats.decoded_rows += len(rows)
+        self.stats.max_rows = max(self.stats.max_rows, len(rows))
+        done = [i for i, request in enumerate(rows) if self._take(request, out.logits[i, -1])]
+        if done:
+            for i, cache in zip(done, batch.remove(done)):
+                self._finish(rows[i], cache)
+            rows[:] = [r for i, r in enumerate(rows) if i not in set(done)]
+
+    def _take(self, request: GenerationRequest, logits: torch.Tensor) -> bool:
+        """Sample the row's next token; True when its turn is over."""
+        token, logprob = self.sample(logits.float().cpu(), request.generator)
+        request.sampled.append(token)
+        request.logprobs.append(logprob)
+        return token in self.stop_ids or len(request.sampled) >= request.budget
+
+    @staticmethod
+    def _finish(request: GenerationRequest, cache: Any) -> None:
+        request.cache = cache
+        if not request.future.done():  # the awaiting episode may have been cancelled
+            request.future.set_result(request)

@@ -1,0 +1,97 @@
+"""Shared prefix caches and left-padded row batches give the model exactly the context it would see alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import torch
+from booking_world import ListUser
+from transformers import DynamicCache
+
+from muarl.models.kv_cache import PrefixCache, RowBatch, cache_layers
+from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.models.tiny import tiny_random_lm
+from muarl.rollout.episode import LoopConfig, run_episode
+
+
+def _episodes(policy: LocalPolicy, domain, seeds: list[int]):
+    """One episode per seed, one after another (no batching: the prefix cache alone is under test)."""
+    async def run():
+        out = []
+        for seed in seeds:
+            user = ListUser(["Hello, I need a booking.", "Monday please.", "###STOP###"])
+            out.append(await run_episode(domain, domain.tasks("train")[0], policy, user, seed=seed, config=LoopConfig(max_turns=3)))
+        return out
+    return asyncio.run(run())
+
+
+def test_shared_prefix_gives_the_same_episodes_as_prefilling_each(domain):
+    model, tok = tiny_random_lm(seed=4)
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=10)
+    shared = LocalPolicy(model, tok, sampling=sampling, share_prefix=True, batch=False)
+    alone = LocalPolicy(model, tok, sampling=sampling, share_prefix=False, batch=False)
+    seeds = [1, 2, 3]
+    with_prefix, without = _episodes(shared, domain, seeds), _episodes(alone, domain, seeds)
+    assert shared.prefix_cache.misses == 1 and shared.prefix_cache.hits == 2
+    for a, b in zip(with_prefix, without):
+        assert a.tokens.input_ids == b.tokens.input_ids and a.tokens.loss_mask == b.tokens.loss_mask
+        # the same math in two forwards instead of one: float32 rounding only
+        torch.testing.assert_close(torch.tensor(a.tokens.logprobs), torch.tensor(b.tokens.logprobs), atol=1e-5, rtol=0)
+    assert len({tuple(e.tokens.input_ids) for e in with_prefix}) == 3  # different seeds really sampled differently
+
+
+def test_prefix_cache_is_recomputed_when_the_weights_change():
+    model, tok = tiny_random_lm(seed=4)
+    cache = PrefixCache(model)
+    ids = tok("<|im_start|>system\nYou help.<|im_end|>\n")["input_ids"]
+
+    def prefill(x):
+        c = DynamicCache()
+        with torch.no_grad():
+            model(input_ids=torch.tensor([x]), past_key_values=c, use_cache=True)
+        return c
+
+    first = cache_layers(cache.session_cache(ids, prefill))
+    again = cache_layers(cache.session_cache(ids, prefill))
+    assert (cache.misses, cache.hits) == (1, 1) and all(a[0] is b[0] for a, b in zip(first, again))  # shared, not copied
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight.mul_(2.0)  # an in-place update, as an optimizer step does
+    changed = cache_layers(cache.session_cache(ids, prefill))
+    assert cache.misses == 2
+    assert not torch.allclose(changed[0][0], first[0][0])
+    torch.testing.assert_close(changed[0][0], cache_layers(prefill(ids))[0][0])
+
+
+def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
+    model, _ = tiny_random_lm(seed=6)
+    gen = torch.Generator().manual_seed(0)
+    contexts = [torch.randint(3, 300, (1, n), generator=gen) for n in (5, 17, 9)]
+    nexts = [[11, 12], [13, 14], [15, 16]]  # two decode steps per row
+    expected = []
+    with torch.no_grad():
+        for ctx, nxt in zip(contexts, nexts):
+            logits = model(input_ids=torch.cat([ctx, torch.tensor([nxt])], dim=1)).logits[0, -2:]
+            expected.append(logits)
+        batch = RowBatch()
+        for ctx in contexts:
+            cache = DynamicCache()
+            model(input_ids=ctx, past_key_values=cache, use_cache=True)
+            batch.add(cache)
+        assert batch.pads == [12, 0, 8] and batch.lengths == [5, 17, 9]
+        got = []
+        for step in range(2):
+            out = model(input_ids=torch.tensor([[n[step]] for n in nexts]), past_key_values=batch.cache, use_cache=True,
+                        attention_mask=batch.attention_mask(), position_ids=batch.positions())
+            batch.advance()
+            got.append(out.logits[:, -1])
+        for r in range(3):
+            torch.testing.assert_close(torch.stack([got[0][r], got[1][r]]), expected[r], atol=1e-5, rtol=0)
+        # the longest row leaves: the others keep their tokens, padding nobody needs is trimmed
+        (row1,) = batch.remove([1])
+        assert batch.lengths == [7, 11] and batch.pads == [4, 0] and batch.width == 11
+        alone = DynamicCache()
+        model(input_ids=torch.cat([contexts[1], torch.tensor([nexts[1]])], dim=1), past_key_values=alone, use_cache=True)
+        for (k, v), (k2, v2) in zip(cache_layers(row1), cache_layers(alone)):
+            assert k.shape == k2.shape == (1, k.shape[1], 19, k.shape[3])
+            torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
+            torch.testing.assert_close(v, v2, atol=1e-5, rtol=0)
