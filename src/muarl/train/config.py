@@ -52,6 +52,8 @@ class GRPOConfig(YamlConfig):
     top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling mass")
     max_new_tokens: int = Field(128, ge=1, description="tokens per assistant turn")
     max_context: int = Field(4096, ge=64, description="tokens per episode; episodes stop (token_budget) before it")
+    batched_rollouts: bool = Field(True, description="run a step's episodes concurrently and decode their turns in one batch")
+    rollout_batch_rows: int = Field(16, ge=1, description="most episodes decoded together in one forward (batched_rollouts)")
     # update
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
@@ -103,3 +105,5 @@ class SFTConfig(YamlConfig):
     rows_per_step: int = Field(1, ge=1, description="packed rows per optimizer step")
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
     save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps, even within the epochs")
+    time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much training time")

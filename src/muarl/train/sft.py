@@ -28,7 +28,7 @@ import torch
 
 from muarl.models.chat_formats import ChatFormat, get_chat_format
 from muarl.config import ConfigError
-from muarl.train.checkpoint import write_text_atomic
+from muarl.rollout.store import atomic_write_text
 from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
 from muarl.train.model_setup import load_trainable, trainable_parameters
@@ -129,7 +129,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "config.yaml", cfg.dump_yaml())
+    atomic_write_text(out / "config.yaml", cfg.dump_yaml())
     model, tokenizer = load_trainable(cfg.model, seed=cfg.seed)
     fmt = get_chat_format(cfg.model.chat_format)
 
@@ -140,6 +140,9 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
     random.Random(cfg.seed).shuffle(conversations)
     rows = pack(fit_examples([tokenize_conversation(m, t, fmt, encode) for m, t in conversations], cfg.pack_length), cfg.pack_length)
     total_steps = max(1, math.ceil(len(rows) * cfg.epochs / cfg.rows_per_step))
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
+    started = time.perf_counter()
     params = trainable_parameters(model)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = cfg.warmup_steps
@@ -170,6 +173,9 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
                                  "tokens_per_s": float(batch.attention_mask.sum()) / max(seconds, 1e-9)})
             if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
                 save_full_model(model, tokenizer, out / f"model-step-{step:06d}")
+            if cfg.time_limit_minutes is not None and time.perf_counter() - started >= 60 * cfg.time_limit_minutes:
+                log.info("SFT time limit of %.1f min reached after %d of %d steps", cfg.time_limit_minutes, step, total_steps)
+                break
     finally:
         metrics.close()
     return save_full_model(model, tokenizer, out / "model")

@@ -33,14 +33,16 @@ from typing import Any
 import torch
 
 from muarl.domains import load_domain
+from muarl.evals.passk import succeeded
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.config import ConfigError
 from muarl.rollout.episode import LoopConfig, run_episode
-from muarl.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint, write_text_atomic
+from muarl.rollout.store import atomic_write_text
+from muarl.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
 from muarl.train.config import GRPOConfig
 from muarl.train.grpo import group_advantages, grpo_loss
-from muarl.train.metrics import MetricsWriter, episode_metrics, episode_succeeded
+from muarl.train.metrics import MetricsWriter, episode_metrics
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
 from muarl.types import Episode, Task
@@ -89,7 +91,7 @@ class GRPOTrainer:
             if previous.model_copy(update={"steps": self.cfg.steps}) != self.cfg:
                 raise ConfigError(f"the config differs from the one recorded in {saved} (only steps may change on resume)")
             self._load(ckpt)
-        write_text_atomic(saved, self.cfg.dump_yaml())
+        atomic_write_text(saved, self.cfg.dump_yaml())
         self.metrics = MetricsWriter(self.run_dir)
         self.metrics.truncate_after(self.step)
 
@@ -126,21 +128,27 @@ class GRPOTrainer:
         cfg = self.cfg
         sampling = SamplingConfig(temperature=temperature, top_p=cfg.top_p if temperature > 0 else 1.0,
                                   max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context, bf16=cfg.model.bf16)
-        return LocalPolicy(self.model, self.tokenizer, cfg.model.chat_format, sampling, name=cfg.model.name)
+        # a new policy per rollout batch: its shared system-prompt KV cache belongs to the current weights
+        return LocalPolicy(self.model, self.tokenizer, cfg.model.chat_format, sampling, name=cfg.model.name,
+                           batch=cfg.batched_rollouts, max_batch_rows=cfg.rollout_batch_rows)
 
     def run_episodes(self, jobs: list[tuple[Task, int, int]], temperature: float, desc: str) -> list[Episode]:
-        """Episodes for (task, trial, seed) jobs, one after another (generation is not batched)."""
+        """Episodes for (task, trial, seed) jobs, in job order. With ``batched_rollouts`` they run concurrently
+        and the policy decodes their turns together; otherwise one after another."""
         policy = self.policy(temperature)
         loop = LoopConfig(max_turns=self.cfg.max_turns, token_budget=self.cfg.max_context - self.cfg.max_new_tokens)
         bar = _progress(len(jobs), desc, self.progress)
 
+        async def one(task: Task, trial: int, seed: int) -> Episode:
+            episode = await run_episode(self.domain, task, policy, self.user, trial=trial, seed=seed,
+                                        config=loop, reward_fn=self.reward_fn)
+            bar.update(1)
+            return episode
+
         async def run_all() -> list[Episode]:
-            out = []
-            for task, trial, seed in jobs:
-                out.append(await run_episode(self.domain, task, policy, self.user, trial=trial, seed=seed,
-                                             config=loop, reward_fn=self.reward_fn))
-                bar.update(1)
-            return out
+            if self.cfg.batched_rollouts:
+                return list(await asyncio.gather(*[one(*job) for job in jobs]))
+            return [await one(*job) for job in jobs]
 
         self.model.eval()
         try:
@@ -165,7 +173,7 @@ class GRPOTrainer:
                 stats["groups_dropped"] += 1
                 continue
             stats["groups"] += 1
-            correct = [episode_succeeded(e) for e in scored]
+            correct = [succeeded(e) for e in scored]
             all_correct, all_wrong = all(correct), not any(correct)
             stats["all_correct_ratio"] += all_correct
             stats["all_wrong_ratio"] += all_wrong
@@ -274,16 +282,22 @@ class GRPOTrainer:
         stats = episode_metrics(episodes)
         return {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
 
-    def train(self) -> None:
+    def train(self, time_limit_s: float | None = None) -> None:
+        """Train up to ``cfg.steps``; with ``time_limit_s``, stop after the step that crosses that many seconds
+        (at least one step runs) and checkpoint it, so a time-boxed run always ends on a resumable checkpoint."""
         bar = _progress(self.cfg.steps, "GRPO steps", self.progress, initial=self.step)
+        started = time.monotonic()
         try:
             while self.step < self.cfg.steps:
                 metrics = self.train_step()
                 self.metrics.write(self.step, metrics)
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics.get('reward_mean', 0):.3f}", kl=f"{metrics.get('kl', 0):.4f}")
-                if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps:
+                out_of_time = time_limit_s is not None and time.monotonic() - started >= time_limit_s
+                if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps or out_of_time:
                     self.save()
+                if out_of_time:
+                    break
         finally:
             bar.close()
             self.metrics.close()
