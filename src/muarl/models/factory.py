@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from muarl.models.base import Agent
@@ -17,11 +16,8 @@ def make_agent(spec: str, *, base_url: str | None = None, api_key_env: str = "OP
     if spec == "none":
         return DoNothingAgent()
     if spec.startswith("openai:"):
-        from muarl.models.openai_client import ChatClient, OpenAIAgent
+        from muarl.models.openai_client import OpenAIAgent, client_for
 
-        if not base_url:
-            raise ValueError(f"agent {spec!r} needs --agent-base-url (an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1)")
-        client = ChatClient(base_url, spec.split(":", 1)[1], api_key=os.environ.get(api_key_env), timeout=timeout,
-                            max_retries=max_retries, concurrency=concurrency)
+        client = client_for(spec, base_url, "--agent-base-url", api_key_env, timeout=timeout, max_retries=max_retries, concurrency=concurrency)
         return OpenAIAgent(client, **{k: v for k, v in sampling.items() if v is not None})
     raise ValueError(f"unknown agent {spec!r}: use oracle, none, or openai:MODEL")

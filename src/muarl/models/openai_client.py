@@ -90,6 +90,14 @@ class ChatClient:
         await self._http.aclose()
 
 
+def client_for(spec: str, base_url: str | None, flag: str, api_key_env: str = "OPENAI_API_KEY", **options: Any) -> ChatClient:
+    """The client for ``PREFIX:MODEL`` (``openai:…`` agents, ``llm:…`` users) at ``base_url``; the key comes
+    from the environment variable ``api_key_env`` so that it never appears in a config or a run directory."""
+    if not base_url:
+        raise ValueError(f"{spec!r} needs {flag} (an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1)")
+    return ChatClient(base_url, spec.split(":", 1)[1], api_key=os.environ.get(api_key_env), **options)
+
+
 class _ChatSession(AgentSession):
     def __init__(self, agent: OpenAIAgent, tools: list[ToolSpec]):
         self.agent = agent

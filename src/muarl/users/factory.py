@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from muarl.users.base import UserSimulator
@@ -14,12 +13,9 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
     if spec == "scripted":
         return ScriptedUser()
     if spec.startswith("llm:"):
-        from muarl.models.openai_client import ChatClient
+        from muarl.models.openai_client import client_for
         from muarl.users.llm import LLMUser
 
-        if not base_url:
-            raise ValueError(f"user {spec!r} needs --user-base-url (an OpenAI-compatible endpoint)")
-        client = ChatClient(base_url, spec.split(":", 1)[1], api_key=os.environ.get(api_key_env), timeout=timeout,
-                            max_retries=max_retries, concurrency=concurrency)
+        client = client_for(spec, base_url, "--user-base-url", api_key_env, timeout=timeout, max_retries=max_retries, concurrency=concurrency)
         return LLMUser(client, strategy=strategy, **{k: v for k, v in sampling.items() if v is not None})
     raise ValueError(f"unknown user {spec!r}: use scripted or llm:MODEL")
