@@ -127,3 +127,13 @@ def test_a_closing_question_about_a_detail_is_answered_even_after_an_apology():
     talk.user()
     talk.user("Could you give me your email?")
     assert "albuterol inhaler" in talk.user("Sorry, I cannot find it. Which medication do you mean?").text
+
+
+def test_being_asked_again_for_given_details_runs_out_of_patience():
+    talk = Talk(make_task([BOOK, BALANCE]), patience=2)
+    talk.user()
+    talk.user("Could you give me your email?")
+    assert "Dr. Xu" in talk.user("Which doctor?").text  # first time: answered
+    assert "Dr. Xu" in talk.user("Which doctor?").text  # again: answered, and counted
+    assert "Dr. Xu" in talk.user("Which doctor?").text
+    assert BALANCE.text in talk.user("Which doctor?").text  # patience spent: it gives up and moves on

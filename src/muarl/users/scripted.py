@@ -4,8 +4,8 @@ It opens with its first request, and then reacts to what the agent says, by keyw
 precedence: a request to identify (gives its email, or else its name and date of birth), a request to
 confirm (says yes), questions about details of the current request (answers only what was asked), a report
 that the request was done or refused, or the expected answer of a question (moves to the next request, or
-says ``###STOP###`` after the last). Anything else gets the request restated; after ``patience`` restatements
-it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording.
+says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
+again for details it already gave; after ``patience`` restatements it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording.
 
 For tasks without structured requests (τ-bench's), it is the "confirming user": it opens with its
 instruction, says yes to every confirmation and stops at anything else.
@@ -55,6 +55,7 @@ class ScriptedUserSession(UserSession):
         self.current = 0
         self.identified = False
         self.restated = 0
+        self.given: set[str] = set()  # details of the current request already told
         self.patience = patience
         self.turns_left = max_turns
 
@@ -119,13 +120,20 @@ class ScriptedUserSession(UserSession):
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
         return f"Let me repeat: {request.text} {details}".strip()
 
-    @staticmethod
-    def _facts(request: UserRequest, keys: list[str]) -> str:
+    def _facts(self, request: UserRequest, keys: list[str]) -> str:
+        """The asked details; being asked again for details already given counts against ``patience``, or an
+        agent that keeps asking would hold the user in a loop until the turn limit."""
+        if set(keys) <= self.given:
+            self.restated += 1
+            if self.restated > self.patience:
+                return self._advance(gave_up=True)
+        self.given.update(keys)
         return " ".join(f"The {k} is {request.facts[k]}." for k in keys)
 
     def _advance(self, gave_up: bool = False) -> str:
         self.current += 1
         self.restated = 0
+        self.given = set()
         prefix = "Never mind that. " if gave_up else ""
         if self.current >= len(self.requests):
             return prefix + self._say(_BYE)
