@@ -88,6 +88,7 @@ class LocalPolicy(Agent):
 
         The policy's caches assume the weights do not change while its sessions run (the prefix cache checks
         and recomputes if they do); the trainer builds a new policy for each rollout batch."""
+        from muarl.models.allocator import large_tensors_from_mmap
         from muarl.models.batched_generation import BatchedGenerator
         from muarl.models.kv_cache import PrefixCache
 
@@ -101,6 +102,7 @@ class LocalPolicy(Agent):
             raise ValueError(f"tokenizer has no token {self.chat_format.end_of_turn!r} required by format {self.chat_format.name!r}")
         self.end_of_turn_id: int = end_id
         self.stop_ids = {end_id} | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        large_tensors_from_mmap()  # growing KV caches otherwise fragment the heap without bound
         self.prefix_cache = PrefixCache(model) if share_prefix else None
         self.generator = BatchedGenerator(model, self._sample, self.stop_ids, bf16=self.sampling.bf16,
                                           max_rows=max_batch_rows) if batch else None
