@@ -1,5 +1,5 @@
 """``muarl.models.allocator``: on glibc the engine asks for large tensors to be mmapped, so memory freed by a
-growing KV cache goes back to the OS (measured effect in docs/benchmarks.md: 10.7 GB -> 5.1 GB peak)."""
+growing KV cache goes back to the OS (measured effect in docs/benchmarks.md: 8.6 GB and rising -> 4.2 GB peak over two minutes)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 A decoding KV cache grows by concatenation, so every step frees tensors a little smaller than the ones it
 allocates next. glibc's allocator serves such sizes (up to its dynamic mmap threshold, 32 MB) from its heap
 and cannot reuse the freed holes for the larger requests that follow, so the process's memory grows without
-bound: measured here, 8 concurrent SmolLM2 episodes went from 3 GB to 10.5 GB in two minutes and were
-OOM-killed at 24 GB, while with the threshold fixed at 1 MB the same run stayed between 2.5 and 5 GB.
+bound: measured here (bench/rollout_memory.py), 8 concurrent SmolLM2 episodes grew to 8.6 GB in two minutes
+(a longer run was OOM-killed at 24 GB), while with the threshold fixed at 1 MB they peaked at 4.2 GB.
 """
 
 from __future__ import annotations
