@@ -13,17 +13,20 @@ from muarl.domains.clinic.data import NOW, TIME_FORMAT
 Reason = Literal["checkup", "follow-up", "new symptoms", "vaccination", "test results"]
 
 
-def _patient(state: State, patient_id: str) -> dict:
-    record = state.get("patients", patient_id)
+def _record(state: State, table: str, key: str, what: str) -> dict:
+    """The record, or the refusal every tool gives for an unknown id ("appointment A1 not found")."""
+    record = state.get(table, key)
     if record is None:
-        raise ToolError(f"patient {patient_id} not found")
+        raise ToolError(f"{what} {key} not found")
     return record
 
 
+def _patient(state: State, patient_id: str) -> dict:
+    return _record(state, "patients", patient_id, "patient")
+
+
 def _scheduled_appointment(state: State, appointment_id: str) -> dict:
-    record = state.get("appointments", appointment_id)
-    if record is None:
-        raise ToolError(f"appointment {appointment_id} not found")
+    record = _record(state, "appointments", appointment_id, "appointment")
     if record["status"] != "scheduled":
         raise ToolError(f"appointment {appointment_id} is {record['status']}, not scheduled")
     return record
@@ -42,9 +45,7 @@ def _check_notice(appointment: dict) -> None:
 
 
 def _take_slot(state: State, doctor_id: str, time: str) -> None:
-    doctor = state.get("doctors", doctor_id)
-    if doctor is None:
-        raise ToolError(f"doctor {doctor_id} not found")
+    doctor = _record(state, "doctors", doctor_id, "doctor")
     _parse_time(time)
     if time not in doctor["open_slots"]:
         raise ToolError(f"{doctor['name']} has no open slot at {time}")
@@ -104,10 +105,7 @@ def get_appointment_details(state: State, appointment_id: str) -> dict:
     Args:
         appointment_id: The appointment id, such as 'A200011'.
     """
-    record = state.get("appointments", appointment_id)
-    if record is None:
-        raise ToolError(f"appointment {appointment_id} not found")
-    return record
+    return _record(state, "appointments", appointment_id, "appointment")
 
 
 @tool("read")
@@ -117,10 +115,7 @@ def get_prescription_details(state: State, rx_id: str) -> dict:
     Args:
         rx_id: The prescription id, such as 'RX5003'.
     """
-    record = state.get("prescriptions", rx_id)
-    if record is None:
-        raise ToolError(f"prescription {rx_id} not found")
-    return record
+    return _record(state, "prescriptions", rx_id, "prescription")
 
 
 @tool("read")
@@ -144,10 +139,7 @@ def get_doctor_details(state: State, doctor_id: str) -> dict:
     Args:
         doctor_id: The doctor's id, such as 'D1007'.
     """
-    record = state.get("doctors", doctor_id)
-    if record is None:
-        raise ToolError(f"doctor {doctor_id} not found")
-    return record
+    return _record(state, "doctors", doctor_id, "doctor")
 
 
 @tool("write")
@@ -212,9 +204,7 @@ def request_refill(state: State, rx_id: str) -> dict:
     Args:
         rx_id: The prescription id.
     """
-    rx = state.get("prescriptions", rx_id)
-    if rx is None:
-        raise ToolError(f"prescription {rx_id} not found")
+    rx = _record(state, "prescriptions", rx_id, "prescription")
     if rx["status"] != "active":
         raise ToolError(f"prescription {rx_id} is {rx['status']} and cannot be refilled")
     if rx["refills_left"] <= 0:
