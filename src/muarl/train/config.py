@@ -59,6 +59,7 @@ class GRPOConfig(YamlConfig):
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     micro_batch_size: int = Field(1, ge=1, description="sequences per forward/backward (gradients accumulate over the batch)")
+    share_prefix: bool = Field(True, description="encode the prompt prefix all sequences of an update share once (exact; not with gradient checkpointing)")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per rollout batch (1: strictly on-policy)")
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (ratio >= 1 - clip_low)")
     clip_high: float = Field(0.2, ge=0, description="PPO clip above 1; > clip_low is DAPO's clip-higher")

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from muarl.train.grpo import entropy_from_logits, token_logprobs
+
+if TYPE_CHECKING:
+    from muarl.train.shared_prefix import SharedPrefix
 
 
 @dataclass
@@ -65,8 +68,13 @@ def autocast_for(model: Any, bf16: bool) -> contextlib.AbstractContextManager:
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def supervised_logprobs(model: Any, batch: PaddedBatch, *, bf16: bool = False, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def supervised_logprobs(
+    model: Any, batch: PaddedBatch, *, bf16: bool = False, with_entropy: bool = False, prefix: SharedPrefix | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(token t | tokens < t) at every supervised position t >= 1, flattened in row-major order.
+
+    With ``prefix`` (``muarl.train.shared_prefix``), ``batch`` holds the rows *after* those shared tokens and
+    attends to their cached keys and values instead of recomputing them.
 
     Returns ([N] float32 logprobs, [N] float32 entropies or None); N = ``batch.supervised_tokens``.
     """
@@ -74,8 +82,14 @@ def supervised_logprobs(model: Any, batch: PaddedBatch, *, bf16: bool = False, w
     device = next(model.parameters()).device
     ids = batch.input_ids.to(device)
     target_mask = batch.loss_mask[:, 1:].to(device)
+    attention = batch.attention_mask.to(device)
+    past = {}
+    if prefix is not None:
+        rows = ids.shape[0]
+        attention = torch.cat([torch.ones(rows, prefix.length, dtype=attention.dtype, device=device), attention], dim=1)
+        past = {"past_key_values": prefix.cache_for(rows), "use_cache": True}
     with autocast_for(model, bf16):
-        hidden = decoder(input_ids=ids, attention_mask=batch.attention_mask.to(device)).last_hidden_state
+        hidden = decoder(input_ids=ids, attention_mask=attention, **past).last_hidden_state
         logits = head(hidden[:, :-1][target_mask])
     targets = ids[:, 1:][target_mask]
     logprobs = token_logprobs(logits, targets)

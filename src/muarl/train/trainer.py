@@ -45,6 +45,7 @@ from muarl.train.grpo import group_advantages, grpo_loss
 from muarl.train.metrics import MetricsWriter, episode_metrics
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
+from muarl.train.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, backward_prefix, encode_prefix, shared_prefix_length
 from muarl.types import Episode, Task
 from muarl.users.scripted import ScriptedUser
 
@@ -201,22 +202,23 @@ class GRPOTrainer:
         for chunk in chunks:
             self.optimizer.zero_grad(set_to_none=True)
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
+            cut, prefix, ref_prefix = self._shared_prefix(chunk)
             for start in range(0, len(chunk), cfg.micro_batch_size):
                 micro = chunk[start:start + cfg.micro_batch_size]
-                batch = pad_sequences([e.tokens.input_ids for e, _ in micro], [e.tokens.loss_mask for e, _ in micro], pad,
-                                      [e.tokens.logprobs for e, _ in micro])
+                batch = pad_sequences([e.tokens.input_ids[cut:] for e, _ in micro], [e.tokens.loss_mask[cut:] for e, _ in micro],
+                                      pad, [e.tokens.logprobs[cut:] for e, _ in micro])
                 mask = batch.loss_mask[:, 1:]
                 n_tokens = int(mask.sum())
                 if n_tokens == 0:
                     continue
-                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True)
+                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix)
                 if cfg.entropy_coef == 0:
                     entropy = entropy.detach()
                 old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
                 ref_flat = None
                 if self.reference is not None:
                     with torch.no_grad(), self.reference.active(self.model) as ref_model:
-                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16)
+                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix)
                 logprobs = scatter_rows(flat, mask)
                 terms = grpo_loss(
                     logprobs, scatter_rows(old_flat, mask), torch.tensor([a for _, a in micro]), mask,
@@ -234,6 +236,8 @@ class GRPOTrainer:
                                    ("sampler_logprob_gap", gap)):
                     sums[key] += value * n_tokens
                 tokens_seen += n_tokens
+            if prefix is not None:
+                backward_prefix(prefix)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
             self.optimizer.step()
             self.scheduler.step()
@@ -241,6 +245,22 @@ class GRPOTrainer:
         out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
         out["trained_tokens"] = float(tokens_seen)
         return out
+
+    def _shared_prefix(self, chunk: list[tuple[Episode, float]]) -> tuple[int, SharedPrefix | None, SharedPrefix | None]:
+        """The token count every sequence of ``chunk`` shares before its first target, and that prefix encoded
+        once by the policy (with gradients) and by the reference (without); (0, None, None) when not shared."""
+        cfg = self.cfg
+        if not cfg.share_prefix or cfg.model.gradient_checkpointing or len(chunk) < 2:
+            return 0, None, None
+        cut = shared_prefix_length([e.tokens.input_ids for e, _ in chunk], [e.tokens.loss_mask for e, _ in chunk])
+        if cut < MIN_SHARED_TOKENS:
+            return 0, None, None
+        ids = chunk[0][0].tokens.input_ids[:cut]
+        ref_prefix = None
+        if self.reference is not None:
+            with torch.no_grad(), self.reference.active(self.model) as ref_model:
+                ref_prefix = encode_prefix(ref_model, ids, bf16=cfg.model.bf16)
+        return cut, encode_prefix(self.model, ids, bf16=cfg.model.bf16), ref_prefix
 
     def _old_logprobs(self, samples: list[tuple[Episode, float]]) -> dict[int, torch.Tensor]:
         """Log-probabilities under the pre-update weights, needed when a batch takes several optimizer steps."""

@@ -1,0 +1,114 @@
+"""GRPO update time with and without encoding the shared prompt prefix once (``GRPOConfig.share_prefix``).
+
+The batch has the shape of a clinic GRPO step: n episodes that all open with the *real* clinic system turn
+(policy text and the 17 tool schemas rendered by the chat format, tokenized by SmolLM2: ~2,500 tokens),
+followed by each episode's own dialogue (the synthetic layout of ``update_throughput_vs_trl.py``: user
+opening, policy turns with loss mask 1, observations with mask 0; random ids, since cost depends on lengths and
+masks only). Two copies of muarl's trainer ``update`` start from the same weights, one with ``share_prefix``
+off and one with it on; timing is interleaved (the arm going first alternates) after one untimed warm-up each,
+and the figure is the median. The two arms must also agree: the script reports the largest weight difference
+after the warm-up update and the relative difference of the losses.
+
+    OMP_WAIT_POLICY=PASSIVE python bench/update_shared_prefix.py [--sequences 8] [--repeats 3] [--tiny]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported
+
+import argparse
+import copy
+import json
+import platform
+import statistics
+import time
+from typing import Any
+
+import torch
+from update_throughput_vs_trl import _UpdateOnlyTrainer, group_rewards, synthetic_episodes
+
+from muarl.domains import load_domain
+from muarl.models.chat_formats import get_chat_format
+from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm
+from muarl.train.config import GRPOConfig, ModelConfig
+from muarl.train.grpo import group_advantages
+from muarl.types import Episode, TokenTrace
+
+
+def clinic_system_ids(tokenizer: Any) -> list[int]:
+    """The token ids every clinic episode starts with: the system turn with the tool schemas."""
+    clinic = load_domain("clinic")
+    text = get_chat_format("chatml-hermes").system_text(clinic.system_prompt(), clinic.tools.specs())
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def samples(prefix: list[int], n: int, vocab: int, end_of_turn: int, seed: int) -> list[tuple[Episode, float]]:
+    rows = synthetic_episodes(n, vocab, end_of_turn, seed)
+    advantages = group_advantages(group_rewards(n, seed))[0].tolist()
+    return [
+        (Episode(task_id=f"bench-{i}", domain="bench", split="train", termination="user_stop",
+                 tokens=TokenTrace(input_ids=prefix + ids, loss_mask=[0] * len(prefix) + mask,
+                                   logprobs=[0.0] * (len(prefix) + len(ids)))), adv)
+        for i, ((ids, mask), adv) in enumerate(zip(rows, advantages))
+    ]
+
+
+def arm(model: Any, tokenizer: Any, model_name: str, share: bool, micro_batch: int, bf16: bool) -> _UpdateOnlyTrainer:
+    cfg = GRPOConfig(model=ModelConfig(name=model_name, bf16=bf16), lr=1e-6, micro_batch_size=micro_batch,
+                     share_prefix=share, kl_coef=0.001, kl_estimator="k3", tasks_per_step=1, group_size=2)
+    return _UpdateOnlyTrainer(cfg, model, tokenizer)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a tiny random Llama instead of SmolLM2 (quick check only)")
+    parser.add_argument("--sequences", type=int, default=8, help="episodes in the batch (2 tasks x 4 in the learning demo)")
+    parser.add_argument("--micro-batch", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--fp32", action="store_true", help="no bf16 autocast (muarl's default is bf16)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    bf16 = not args.fp32
+
+    model_name = TINY_MODEL if args.tiny else EMBEDDED_MODEL
+    base, tokenizer = load_causal_lm(model_name, seed=args.seed)
+    prefix = clinic_system_ids(tokenizer)
+    batch = samples(prefix, args.sequences, base.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"), args.seed)
+    arms = {name: arm(copy.deepcopy(base), tokenizer, model_name, share, args.micro_batch, bf16)
+            for name, share in (("full_sequences", False), ("shared_prefix", True))}
+    del base
+
+    warm = {name: trainer.update(batch) for name, trainer in arms.items()}  # untimed; the arms must agree
+    a, b = (dict(t.model.named_parameters()) for t in arms.values())
+    weight_gap = max(float((a[k] - b[k]).detach().abs().max()) for k in a)
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
+    for r in range(args.repeats):
+        for name in (list(arms) if r % 2 == 0 else list(reversed(arms))):
+            t0 = time.perf_counter()
+            arms[name].update(batch)
+            seconds[name].append(time.perf_counter() - t0)
+
+    total = sum(len(e.tokens.input_ids) for e, _ in batch)
+    report: dict[str, Any] = {
+        "model": model_name, "sequences": args.sequences, "micro_batch": args.micro_batch, "bf16": bf16,
+        "threads": args.threads, "repeats": args.repeats, "shared_prefix_tokens": len(prefix), "sequence_tokens": total,
+        "loss_tokens": int(warm["full_sequences"]["trained_tokens"]),
+        "max_weight_difference_after_one_update": weight_gap,
+        "policy_loss": {k: v["policy_loss"] for k, v in warm.items()}, "kl": {k: v["kl"] for k, v in warm.items()},
+        "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+    }
+    for name, times in seconds.items():
+        median = statistics.median(times)
+        report[name] = {"seconds": [round(t, 3) for t in times], "median_seconds": round(median, 3),
+                        "tokens_per_s": round(total / median, 1)}
+    report["speedup"] = round(statistics.median(seconds["full_sequences"]) / statistics.median(seconds["shared_prefix"]), 3)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
