@@ -18,7 +18,6 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported
 
-import argparse
 import copy
 import json
 import platform
@@ -27,7 +26,7 @@ import time
 from typing import Any
 
 import torch
-from update_throughput_vs_trl import _UpdateOnlyTrainer, group_rewards, synthetic_episodes
+from update_throughput_vs_trl import _UpdateOnlyTrainer, group_rewards, synthetic_episodes, update_bench_parser
 
 from muarl.domains import load_domain
 from muarl.models.chat_formats import get_chat_format
@@ -62,15 +61,7 @@ def arm(model: Any, tokenizer: Any, model_name: str, share: bool, micro_batch: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="a tiny random Llama instead of SmolLM2 (quick check only)")
-    parser.add_argument("--sequences", type=int, default=8, help="episodes in the batch (2 tasks x 4 in the learning demo)")
-    parser.add_argument("--micro-batch", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--fp32", action="store_true", help="no bf16 autocast (muarl's default is bf16)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = update_bench_parser(__doc__.splitlines()[0]).parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     bf16 = not args.fp32

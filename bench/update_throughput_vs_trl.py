@@ -254,17 +254,23 @@ def logprob_gap(muarl_trainer: Any, trl_trainer: Any, episode: tuple[list[int], 
 
 
 # --------------------------------------------------------------------------- main
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def update_bench_parser(description: str) -> argparse.ArgumentParser:
+    """The options every update benchmark takes (this one and ``update_shared_prefix.py``)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--tiny", action="store_true", help="a tiny random Llama instead of SmolLM2 (quick check only)")
-    parser.add_argument("--sequences", type=int, default=8, help="episodes in the batch (one group)")
+    parser.add_argument("--sequences", type=int, default=8, help="episodes in the batch")
     parser.add_argument("--micro-batch", type=int, default=1, help="sequences per forward/backward (muarl's default is 1)")
     parser.add_argument("--repeats", type=int, default=3, help="timed updates per arm (after one warm-up each)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--fp32", action="store_true", help="no bf16 autocast in either arm (muarl's default is bf16)")
+    parser.add_argument("--fp32", action="store_true", help="no bf16 autocast in any arm (muarl's default is bf16)")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main() -> None:
+    parser = update_bench_parser(__doc__.splitlines()[0])
     parser.add_argument("--trl-layout", choices=["batch", "micro"], default="batch",
                         help="pad TRL inputs to the whole generation batch (as its trainer does) or per micro-batch")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
