@@ -26,7 +26,12 @@ import time
 from typing import Any
 
 import torch
-from update_throughput_vs_trl import _UpdateOnlyTrainer, group_rewards, synthetic_episodes, update_bench_parser
+from update_throughput_vs_trl import (
+    _UpdateOnlyTrainer,
+    group_rewards,
+    synthetic_episodes,
+    update_bench_parser,
+)
 
 from muarl.domains import load_domain
 from muarl.models.chat_formats import get_chat_format

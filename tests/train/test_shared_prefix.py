@@ -10,7 +10,11 @@ from muarl.domains import DOMAINS
 from muarl.models.tiny import tiny_random_lm
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.shared_prefix import backward_prefix, encode_prefix, shared_prefix_length
+from muarl.train.shared_prefix import (
+    backward_prefix,
+    encode_prefix,
+    shared_prefix_length,
+)
 from muarl.train.trainer import GRPOTrainer
 
 

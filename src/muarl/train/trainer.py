@@ -39,13 +39,23 @@ from muarl.reward import RewardFn, make_reward
 from muarl.rollout.config import ConfigError
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.store import atomic_write_text
-from muarl.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
+from muarl.train.checkpoint import (
+    latest_checkpoint,
+    restore_training_state,
+    save_checkpoint,
+)
 from muarl.train.config import GRPOConfig
 from muarl.train.grpo import group_advantages, grpo_loss
 from muarl.train.metrics import MetricsWriter, episode_metrics
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
-from muarl.train.shared_prefix import MIN_SHARED_TOKENS, SharedPrefix, backward_prefix, encode_prefix, shared_prefix_length
+from muarl.train.shared_prefix import (
+    MIN_SHARED_TOKENS,
+    SharedPrefix,
+    backward_prefix,
+    encode_prefix,
+    shared_prefix_length,
+)
 from muarl.types import Episode, Task
 from muarl.users.scripted import ScriptedUser
 
