@@ -95,9 +95,9 @@ def test_batched_rows_are_conditioned_on_exactly_their_traces(domain):
                                    atol=1e-5, rtol=0)
 
 
-def test_finished_turns_hold_no_kv_cache(domain):
-    """A finished request is kept alive by its future (a reference cycle) until the cyclic collector runs;
-    it must not keep that turn's KV tensors with it (in SmolLM2 rollouts they piled up at ~1 GB a minute)."""
+def test_finished_turns_leave_no_request_and_no_kv_cache_behind(domain):
+    """A request and its future must not outlive the turn in a reference cycle: only the cyclic collector
+    would free them, and with them that turn's KV tensors (in SmolLM2 rollouts they piled up at ~1 GB a minute)."""
     from muarl.models.batched_generation import GenerationRequest
 
     model, tok = tiny_random_lm(seed=5)
@@ -106,9 +106,8 @@ def test_finished_turns_hold_no_kv_cache(domain):
     gc.disable()  # what the cyclic collector has not yet freed is what a long rollout carries
     try:
         episodes = _concurrent(policy, domain, [1, 2, 3])
-        requests = [o for o in gc.get_objects() if isinstance(o, GenerationRequest)]
-        assert sum(ep.agent_turns for ep in episodes) >= 6 and len(requests) >= 6
-        assert [r for r in requests if r.cache is not None] == []
+        assert sum(ep.agent_turns for ep in episodes) >= 6
+        assert [o for o in gc.get_objects() if isinstance(o, GenerationRequest)] == []
     finally:
         gc.enable()
 

@@ -88,7 +88,13 @@ class BatchedGenerator:
         self._waiting.append(request)
         if self._scheduler is None or self._scheduler.done():
             self._scheduler = asyncio.get_running_loop().create_task(self._run())
-        return await request.future
+        try:
+            return await request.future
+        finally:
+            # the future resolves to the request: left in place, that cycle would keep the request, and the KV
+            # cache it held when its session's next turn was prefilled, alive until the cyclic garbage
+            # collector ran (in SmolLM2 rollouts, every past turn's full-context KV piled up, ~1 GB a minute)
+            request.future = None
 
     # ---------------------------------------------------------------- scheduler
     async def _run(self) -> None:
