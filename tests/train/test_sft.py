@@ -5,14 +5,23 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
-from muarl.models.tiny import tiny_tokenizer
+from muarl.models.tiny import tiny_random_lm, tiny_tokenizer
 from muarl.rollout.config import ConfigError
 from muarl.train.config import ModelConfig, SFTConfig
 from muarl.train.plot import read_metrics
-from muarl.train.sft import pack, read_conversations, run_sft, tokenize_conversation
+from muarl.train.sft import (
+    backward_nll,
+    common_prefix,
+    group_suffixes,
+    pack,
+    read_conversations,
+    run_sft,
+    tokenize_conversation,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up.", "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}}]
 CONVERSATION = {
@@ -55,13 +64,66 @@ def test_bad_data_is_reported_with_its_line(tmp_path):
         read_conversations(path)
 
 
-@pytest.mark.parametrize("finetune", ["full", "lora"])
-def test_tiny_sft_run_lowers_the_loss_and_saves_a_loadable_model(tmp_path, finetune):
+def conversation(name: str, key: str, answer: str) -> dict:
+    """CONVERSATION with another user request and answer: same system turn, different tokens after it."""
+    messages = [dict(m) for m in CONVERSATION["messages"]]
+    messages[1] = {"role": "user", "content": f"Find {key}, {name} here."}
+    messages[2] = {**messages[2], "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"key": key})}}]}
+    messages[4] = {"role": "assistant", "content": answer}
+    return {"messages": messages, "tools": TOOLS}
+
+
+def tokenized(rows: list[dict], tmp_path) -> list[tuple[list[int], list[int]]]:
+    tok = tiny_tokenizer()
+    fmt = get_chat_format("chatml-hermes")
+    return [tokenize_conversation(m, t, fmt, lambda s: tok(s, add_special_tokens=False)["input_ids"])
+            for m, t in read_conversations(write_jsonl(tmp_path / "c.jsonl", rows))]
+
+
+def test_shared_prefix_gives_the_gradients_of_whole_conversations(tmp_path):
+    examples = tokenized([conversation("Ann", "a", "Found a."), conversation("Bob", "bb", "It is there, Bob."),
+                          conversation("Cy", "c", "Yes.")], tmp_path)
+    cut = common_prefix(examples, SFTConfig(data="-", model=ModelConfig(name="tiny-random")))
+    system = len(tiny_tokenizer()(get_chat_format("chatml-hermes").system_text("Be brief.", []), add_special_tokens=False)["input_ids"])
+    assert cut > system  # the system turn (and the user turn's opening) is shared
+    model, _ = tiny_random_lm(seed=1)
+
+    def grads(rows, prefix_ids):
+        model.zero_grad(set_to_none=True)
+        loss, n = backward_nll(model, rows, 0, bf16=False, prefix_ids=prefix_ids)
+        return loss, n, {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    loss_full, n_full, expected = grads(examples, None)
+    loss_shared, n_shared, got = grads([(ids[cut:], mask[cut:]) for ids, mask in examples], examples[0][0][:cut])
+    assert n_shared == n_full and loss_shared == pytest.approx(loss_full, rel=1e-5)
+    assert expected["model.layers.0.self_attn.q_proj.weight"].abs().sum() > 0
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], atol=2e-5, rtol=1e-4, msg=name)
+
+
+def test_no_sharing_when_turned_off_or_when_conversations_differ_from_the_start(tmp_path):
+    examples = tokenized([conversation("Ann", "a", "A."), conversation("Bob", "b", "B.")], tmp_path)
+    assert common_prefix(examples, SFTConfig(data="-", share_prefix=False)) == 0
+    assert common_prefix(examples[:1], SFTConfig(data="-")) == 0  # one conversation: nothing to share
+    other_system = ([7, 8] + examples[1][0][2:], examples[1][1])
+    assert common_prefix([examples[0], other_system], SFTConfig(data="-")) == 0
+
+
+def test_suffix_groups_fill_up_to_the_length_and_cut_long_conversations():
+    examples = [([0, 0] + [1] * 3, [0] * 5), ([0, 0] + [2] * 4, [0] * 6), ([0, 0] + [3] * 9, [0] * 11), ([0, 0, 4], [0] * 3)]
+    groups = group_suffixes(examples, cut=2, length=8)
+    assert [[ids for ids, _ in g] for g in groups] == [[[1] * 3, [2] * 4], [[3] * 6, [4]]]
+
+
+@pytest.mark.parametrize(("finetune", "share"), [("full", True), ("lora", True), ("full", False)])
+def test_tiny_sft_run_lowers_the_loss_and_saves_a_loadable_model(tmp_path, finetune, share):
     data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION] * 3)
-    cfg = SFTConfig(data=str(data), out=str(tmp_path / "run"), epochs=20, lr=1e-2, pack_length=4096,
+    cfg = SFTConfig(data=str(data), out=str(tmp_path / "run"), epochs=20, lr=1e-2, pack_length=4096, share_prefix=share,
                     model=ModelConfig(name="tiny-random", bf16=False, finetune=finetune, lora_r=8))
     out = run_sft(cfg, progress=False)
-    losses = [r["loss"] for r in read_metrics(tmp_path / "run")]
+    rows = read_metrics(tmp_path / "run")
+    losses = [r["loss"] for r in rows]
     assert len(losses) == 20 and losses[-1] < 0.9 * losses[0]  # from uniform (ln 384)
+    assert (rows[0]["shared_prefix_tokens"] > 0) == share
     model, tok = load_causal_lm(str(out))
     assert model.config.vocab_size == len(tok)

@@ -104,6 +104,7 @@ class SFTConfig(YamlConfig):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     pack_length: int = Field(8192, ge=16, description="tokens per packed training row (longer conversations are cut; keep it above the system prompt with its tool schemas)")
     rows_per_step: int = Field(1, ge=1, description="packed rows per optimizer step")
+    share_prefix: bool = Field(True, description="when every conversation opens with the same tokens (one system turn and tool schemas), run them once per step and train each conversation unpacked in its own row after them; pack_length then caps the unshared tokens per row group")
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
     save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps, even within the epochs")
