@@ -8,7 +8,13 @@ import torch
 from booking_world import ListUser
 from transformers import DynamicCache
 
-from muarl.models.kv_cache import PrefixCache, RowBatch, cache_layers
+from muarl.models.kv_cache import (
+    PrefixCache,
+    RowBatch,
+    cache_layers,
+    growing_cache,
+    make_cache,
+)
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
@@ -95,3 +101,62 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
             assert k.shape == k2.shape == (1, k.shape[1], 19, k.shape[3])
             torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
             torch.testing.assert_close(v, v2, atol=1e-5, rtol=0)
+
+
+def test_growing_layer_appends_in_place_and_never_writes_into_tensors_it_was_given():
+    gen = torch.Generator().manual_seed(0)
+    shared = [(torch.randn(1, 2, 5, 4, generator=gen), torch.randn(1, 2, 5, 4, generator=gen)) for _ in range(2)]
+    before = [(k.clone(), v.clone()) for k, v in shared]
+    cache = make_cache(shared, growing=True)
+    expected = [(k, v) for k, v in shared]
+    storage = None
+    for step, new in enumerate((3, 1, 1, 300)):  # the last append outgrows the first allocation's headroom
+        for i in range(2):
+            k, v = torch.randn(1, 2, new, 4, generator=gen), torch.randn(1, 2, new, 4, generator=gen)
+            got_k, got_v = cache.update(k, v, i)
+            expected[i] = (torch.cat([expected[i][0], k], dim=2), torch.cat([expected[i][1], v], dim=2))
+            assert torch.equal(got_k, expected[i][0]) and torch.equal(got_v, expected[i][1])
+        pointer = cache.layers[0].keys.data_ptr()
+        if step in (1, 2):
+            assert pointer == storage  # appended into the capacity it owns: no copy of the cache
+        storage = pointer
+    assert cache.get_seq_length() == 5 + 3 + 1 + 1 + 300
+    for (k, v), (k0, v0) in zip(shared, before):
+        assert torch.equal(k, k0) and torch.equal(v, v0)  # the shared prefix was copied, never written into
+    # keys replaced from outside (transformers reindexing a batch): the next append starts from them
+    layer = cache.layers[0]
+    layer.keys, layer.values = layer.keys[:, :, :7], layer.values[:, :, :7]
+    k, v = torch.randn(1, 2, 1, 4, generator=gen), torch.randn(1, 2, 1, 4, generator=gen)
+    got_k, _ = cache.update(k, v, 0)
+    assert torch.equal(got_k, torch.cat([expected[0][0][:, :, :7], k], dim=2))
+
+
+def test_growing_layer_stores_its_dtype():
+    cache = growing_cache(torch.bfloat16)
+    k = torch.randn(1, 2, 3, 4)
+    got_k, _ = cache.update(k, k + 1, 0)
+    assert got_k.dtype == torch.bfloat16 and torch.equal(got_k, k.to(torch.bfloat16))
+
+
+def test_bfloat16_storage_samples_what_float32_storage_under_autocast_samples(domain, monkeypatch):
+    """Attention under bfloat16 autocast reads keys and values in bfloat16, so storing them in bfloat16 is the same
+    rounding done once: the same tokens and the same log-probabilities, bit for bit."""
+    model, tok = tiny_random_lm(seed=2)
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=12, bf16=True)
+
+    def episodes(policy):
+        async def run():
+            async def one(seed):
+                user = ListUser(["Hello, I need a booking.", "Monday please.", "###STOP###"])
+                return await run_episode(domain, domain.tasks("train")[0], policy, user, seed=seed, config=LoopConfig(max_turns=3))
+            return await asyncio.gather(*[one(s) for s in range(4)])
+        return asyncio.run(run())
+
+    bf16_policy = LocalPolicy(model, tok, sampling=sampling)
+    float32_policy = LocalPolicy(model, tok, sampling=sampling)
+    monkeypatch.setattr(float32_policy, "kv_cache", lambda: growing_cache(None))
+    stored = episodes(bf16_policy)
+    assert cache_layers(bf16_policy.prefix_cache.session_cache(stored[0].tokens.input_ids[:5], bf16_policy.prefill))[0][0].dtype == torch.bfloat16
+    for a, b in zip(stored, episodes(float32_policy)):
+        assert a.tokens.input_ids == b.tokens.input_ids and a.tokens.logprobs == b.tokens.logprobs
+    assert len({tuple(e.tokens.input_ids) for e in stored}) > 1

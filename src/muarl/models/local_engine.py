@@ -126,12 +126,20 @@ class LocalPolicy(Agent):
         device = next(self.model.parameters()).device
         return torch.autocast(device.type, dtype=torch.bfloat16) if self.sampling.bf16 else contextlib.nullcontext()
 
-    def prefill(self, ids: list[int]) -> Any:
-        """A new ``DynamicCache`` filled with ``ids`` (for the shared system-turn prefix)."""
+    def kv_cache(self) -> Any:
+        """An empty KV cache for a session: it grows in place, and stores bfloat16 when the policy runs under
+        bfloat16 autocast (what attention reads; ``muarl.models.kv_cache``)."""
         import torch
-        from transformers import DynamicCache
 
-        cache = DynamicCache()
+        from muarl.models.kv_cache import growing_cache
+
+        return growing_cache(torch.bfloat16 if self.sampling.bf16 else None)
+
+    def prefill(self, ids: list[int]) -> Any:
+        """A new KV cache filled with ``ids`` (for the shared system-turn prefix)."""
+        import torch
+
+        cache = self.kv_cache()
         feed = torch.tensor([ids], device=next(self.model.parameters()).device)
         with torch.no_grad(), self.autocast():
             self.model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -199,9 +207,7 @@ class LocalSession(AgentSession):
         policy = self.policy
         budget = self._budget()
         if self._cache is None:
-            from transformers import DynamicCache
-
-            self._cache = DynamicCache()
+            self._cache = self.policy.kv_cache()
         device = next(policy.model.parameters()).device
         feed = torch.tensor([self.ids[self._n_cached:]], device=device)
         sampled: list[int] = []
@@ -223,9 +229,7 @@ class LocalSession(AgentSession):
 
         budget = self._budget()
         if self._cache is None:
-            from transformers import DynamicCache
-
-            self._cache = DynamicCache()
+            self._cache = self.policy.kv_cache()
         request = GenerationRequest(cache=self._cache, feed=self.ids[self._n_cached:], budget=budget, generator=self._generator)
         self._cache = None  # the generator owns it until the turn is done
         done = await self.policy.generator.generate(request)
