@@ -113,8 +113,6 @@ def make_cache(layers: LayerKV, *, growing: bool = False) -> Any:
         layer.lazy_initialization(keys, values)
         layer.keys, layer.values = keys, values
         cache.layers.append(layer)
-    if growing:
-        cache.layer_class_to_replicate = functools.partial(GrowingLayer, None)
     return cache
 
 

@@ -39,12 +39,7 @@ from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
 from muarl.train.model_setup import load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.shared_prefix import (
-    MIN_SHARED_TOKENS,
-    backward_prefix,
-    encode_prefix,
-    shared_prefix_length,
-)
+from muarl.train.shared_prefix import backward_prefix, encode_prefix, prefix_to_share
 from muarl.types import Message, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -139,10 +134,8 @@ def fit_examples(examples: list[tuple[list[int], list[int]]], length: int) -> li
 
 def common_prefix(examples: list[Example], cfg: SFTConfig) -> int:
     """Tokens every conversation opens with (before any supervised target), or 0 when sharing does not apply."""
-    if not cfg.share_prefix or cfg.model.gradient_checkpointing or len(examples) < 2:
-        return 0
-    cut = shared_prefix_length([ids[: cfg.pack_length] for ids, _ in examples], [mask[: cfg.pack_length] for _, mask in examples])
-    return cut if cut >= MIN_SHARED_TOKENS else 0
+    return prefix_to_share([ids[: cfg.pack_length] for ids, _ in examples], [mask[: cfg.pack_length] for _, mask in examples],
+                           enabled=cfg.share_prefix and not cfg.model.gradient_checkpointing)
 
 
 def group_suffixes(examples: list[Example], cut: int, length: int) -> list[list[Example]]:

@@ -47,6 +47,16 @@ def shared_prefix_length(sequences: Sequence[Sequence[int]], loss_masks: Sequenc
     return max(0, length)
 
 
+def prefix_to_share(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]], *, enabled: bool = True) -> int:
+    """``shared_prefix_length``, or 0 where sharing does not pay or cannot run: turned off (``enabled`` False,
+    e.g. under gradient checkpointing, which drops the KV cache), fewer than two sequences, or fewer than
+    ``MIN_SHARED_TOKENS`` shared tokens."""
+    if not enabled or len(sequences) < 2:
+        return 0
+    cut = shared_prefix_length(sequences, loss_masks)
+    return cut if cut >= MIN_SHARED_TOKENS else 0
+
+
 @dataclass
 class SharedPrefix:
     """The KV cache of ``length`` shared tokens (batch 1), and what its backward needs."""

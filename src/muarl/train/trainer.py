@@ -50,11 +50,10 @@ from muarl.train.metrics import MetricsWriter, episode_metrics
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
 from muarl.train.shared_prefix import (
-    MIN_SHARED_TOKENS,
     SharedPrefix,
     backward_prefix,
     encode_prefix,
-    shared_prefix_length,
+    prefix_to_share,
 )
 from muarl.types import Episode, Task
 from muarl.users.scripted import ScriptedUser
@@ -260,10 +259,9 @@ class GRPOTrainer:
         """The token count every sequence of ``chunk`` shares before its first target, and that prefix encoded
         once by the policy (with gradients) and by the reference (without); (0, None, None) when not shared."""
         cfg = self.cfg
-        if not cfg.share_prefix or cfg.model.gradient_checkpointing or len(chunk) < 2:
-            return 0, None, None
-        cut = shared_prefix_length([e.tokens.input_ids for e, _ in chunk], [e.tokens.loss_mask for e, _ in chunk])
-        if cut < MIN_SHARED_TOKENS:
+        cut = prefix_to_share([e.tokens.input_ids for e, _ in chunk], [e.tokens.loss_mask for e, _ in chunk],
+                              enabled=cfg.share_prefix and not cfg.model.gradient_checkpointing)
+        if not cut:
             return 0, None, None
         ids = chunk[0][0].tokens.input_ids[:cut]
         ref_prefix = None
