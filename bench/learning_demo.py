@@ -45,7 +45,8 @@ from pydantic import Field, model_validator
 
 from muarl.config import ConfigError, YamlConfig
 from muarl.domains import load_domain
-from muarl.evals.passk import per_task, summarise
+from muarl.evals.paired import compare, success_rates
+from muarl.evals.passk import summarise
 from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
@@ -189,7 +190,7 @@ def score(episodes: list[Episode]) -> dict[str, Any]:
         "agent_seconds_per_episode": agent_seconds / max(1, len(episodes)),
         "generated_tokens_per_s": generated / agent_seconds if agent_seconds else None,
         "errors": sorted({e.error for e in episodes if e.errored and e.error})[:5],
-        "per_task": {r.task_id: r.c / r.n for r in per_task(episodes) if r.n},
+        "per_task": success_rates(episodes),
     }
 
 
@@ -342,14 +343,9 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
 
 # ---------------------------------------------------------------------------- results
 def paired_delta(after: dict[str, float], before: dict[str, float], seed: int = 0, draws: int = 2000) -> dict[str, Any]:
-    """Mean per-task success difference over tasks scored in both, with a paired bootstrap 95% CI."""
-    common = sorted(set(after) & set(before))
-    if not common:
-        return {"delta": None, "ci95": None, "n_tasks": 0}
-    diffs = [after[t] - before[t] for t in common]
-    rng = random.Random(seed)
-    boots = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(draws))
-    return {"delta": sum(diffs) / len(diffs), "ci95": [boots[int(0.025 * draws)], boots[int(0.975 * draws) - 1]], "n_tasks": len(common)}
+    """Mean per-task success difference over tasks scored in both, its paired bootstrap 95% CI and McNemar's p."""
+    d = compare(after, before, draws=draws, seed=seed)
+    return {"delta": d.delta, "ci95": list(d.ci95) if d.ci95 else None, "n_tasks": d.n_tasks, "p_mcnemar": d.p_mcnemar}
 
 
 def assemble(cfg: DemoConfig, synth: dict, base: dict, sft: dict, eval_sft: dict, grpo: dict, eval_rl: dict) -> dict[str, Any]:
@@ -410,7 +406,8 @@ def results_markdown(results: dict[str, Any]) -> str:
     for name, label in (("sft_minus_base", "SFT - base"), ("rl_minus_sft", "RL - SFT"), ("rl_minus_base", "RL - base")):
         d = results["deltas"][name]
         if d["delta"] is not None:
-            lines.append(f"- {label}: {100 * d['delta']:+.1f} points (paired 95% CI [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}], {d['n_tasks']} tasks)")
+            lines.append(f"- {label}: {100 * d['delta']:+.1f} points (paired 95% CI [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}], {d['n_tasks']} tasks"
+                         + (f", McNemar p = {d['p_mcnemar']:.3g})" if d.get("p_mcnemar") is not None else ")"))
     s, g = train["sft"], train["grpo"]
     lines += [
         f"- cold start: {train['synth']['demos']} oracle demonstrations, {s['steps']} SFT steps, loss {s['first_loss']:.3f} -> {s['last_loss']:.3f}",

@@ -1,4 +1,5 @@
-"""``muarl eval RUN_DIR``: pass^k, pass@k, mean reward, confidence intervals and per-task verdicts."""
+"""``muarl eval RUN_DIR``: pass^k, pass@k, mean reward, confidence intervals and per-task verdicts;
+``--compare OTHER_RUN``: the paired comparison of two runs on the tasks both finished."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import json
 
 import click
 
+from muarl.evals.paired import PairedComparison, compare_runs
 from muarl.evals.passk import Summary, summarise
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
+from muarl.types import Episode
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -24,21 +27,56 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
             click.echo(f"{t.task_id:<28} {f'{t.c}/{t.n}':>6} {t.mean_reward:>7.3f} {t.errored:>7}")
 
 
+def print_comparison(c: PairedComparison, run: str, other: str) -> None:
+    click.echo(f"paired over {c.n_tasks} tasks finished in both runs")
+    click.echo(f"  A {run}: pass^1 {c.success_a:.3f}")
+    click.echo(f"  B {other}: pass^1 {c.success_b:.3f}")
+    ci = f", paired 95% CI [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]" if c.ci95 else ""
+    click.echo(f"A - B: {100 * c.delta:+.1f} points{ci}")
+    if c.p_mcnemar is None:
+        click.echo("McNemar: not applicable (some task has several trials; it needs one pass/fail per task)")
+    else:
+        click.echo(f"McNemar exact: A alone passed {c.only_a}, B alone passed {c.only_b}, two-sided p = {c.p_mcnemar:.3g}")
+
+
+def _load(run: str) -> tuple[list[Episode], int]:
+    episodes, bad = read_episodes(episodes_path(run))
+    if not episodes:
+        raise click.UsageError(f"no episodes in {episodes_path(run)}")
+    return latest_per_key(episodes), bad
+
+
 @click.command(name="eval")
 @click.argument("run", type=click.Path(exists=True))
 @click.option("--k", "ks", type=int, multiple=True, help="Report pass^k for these k (default 1..trials).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--per-task", is_flag=True, help="Also print each task's verdicts.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
-def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
-    """Score a run directory (or an episodes JSONL file)."""
-    episodes, bad = read_episodes(episodes_path(run))
-    if not episodes:
-        raise click.UsageError(f"no episodes in {episodes_path(run)}")
-    summary = summarise(latest_per_key(episodes), ks=list(ks) or None, bootstrap=bootstrap)
+@click.option("--compare", "other", type=click.Path(exists=True), default=None,
+              help="Another run on the same tasks (B): print pass^1 of both, A - B with a paired bootstrap CI, and McNemar's exact p.")
+def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int, other: str | None) -> None:
+    """Score a run directory (or an episodes JSONL file), or compare it with another (--compare)."""
+    if other is not None and (ks or per_task):
+        raise click.UsageError("--k and --per-task do not apply to --compare (it compares pass^1 task by task)")
+    episodes, bad = _load(run)
+    if other is not None:
+        others, bad_other = _load(other)
+        comparison = compare_runs(episodes, others, draws=bootstrap)
+        if not comparison.n_tasks:
+            raise click.UsageError(f"{run} and {other} share no finished task: nothing to compare")
+        if as_json:
+            click.echo(json.dumps(comparison.to_json()))
+        else:
+            print_comparison(comparison, run, other)
+        bad += bad_other
+    else:
+        _print_scores(summarise(episodes, ks=list(ks) or None, bootstrap=bootstrap), as_json, per_task)
+    if bad:
+        click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
+
+
+def _print_scores(summary: Summary, as_json: bool, per_task: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary.to_json()))
     else:
         print_summary(summary, per_task=per_task)
-    if bad:
-        click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
