@@ -171,6 +171,7 @@ class UserRequest(_Model):
     """One thing the user wants, revealed one at a time by a scripted user."""
 
     text: str  # how the user first says it
+    variants: list[str] = Field(default_factory=list)  # other wordings of ``text`` (same facts); the scripted user picks one per episode
     facts: dict[str, str] = Field(default_factory=dict)  # details given only when asked (key: topic)
     outcome: Literal["done", "refused", "transfer", "answered"] = "done"  # what a correct agent does
     answer: str | None = None  # for "answered" requests: the fact the user waits to hear

@@ -16,7 +16,7 @@ from muarl.domains import load_domain
 from muarl.evals.passk import summarise
 from muarl.models.oracle import ASK_IDENTITY, DoNothingAgent, OracleAgent, _Plan
 from muarl.rollout.runner import run_many
-from muarl.types import Action, Task, ToolSpec, UserScenario
+from muarl.types import Action, Task, ToolSpec, UserRequest, UserScenario
 from muarl.users.scripted import ScriptedUser
 
 
@@ -78,3 +78,16 @@ def test_oracle_without_structured_requests_runs_gold_actions_and_tells_outputs(
     steps = _Plan(task, tools).steps
     assert [bool(s.tool_calls) for s in steps] == [True, False, True, False]
     assert "change" in steps[1].content and "42; blue" in steps[3].content
+
+
+def test_oracle_does_not_ask_for_an_identity_every_opening_wording_gives():
+    said = "I'm Ann (ann@x.org). Change my phone to 555-111-2222."
+    task = Task(id="t", domain="x", split="test", user=UserScenario(instruction="i", requests=[
+        UserRequest(text=said, variants=["Ann here, ann@x.org: my phone is now 555-111-2222."], facts={"phone": "555-111-2222"})]),
+        actions=[Action(name="find", kwargs={"email": "ann@x.org"}), Action(name="change", kwargs={"phone": "555-111-2222"}, request=0)])
+    tools = [ToolSpec(name="find", description="", parameters={}, kind="read"), ToolSpec(name="change", description="", parameters={}, kind="write")]
+    steps = _Plan(task, tools).steps
+    assert steps[0].tool_calls[0].name == "find" and len(steps) == 4  # find, confirm, change, report
+    one_without = task.model_copy(deep=True)
+    one_without.user.requests[0].variants.append("Change my phone to 555-111-2222.")
+    assert _Plan(one_without, tools).steps[0].content == ASK_IDENTITY

@@ -137,3 +137,26 @@ def test_being_asked_again_for_given_details_runs_out_of_patience():
     assert "Dr. Xu" in talk.user("Which doctor?").text  # again: answered, and counted
     assert "Dr. Xu" in talk.user("Which doctor?").text
     assert BALANCE.text in talk.user("Which doctor?").text  # patience spent: it gives up and moves on
+
+
+def test_each_episode_picks_one_wording_of_a_request_and_keeps_it():
+    worded = UserRequest(text="Change my phone to 555-111-2222.", variants=["My new phone is 555-111-2222.", "Use 555-111-2222 as my phone."],
+                         facts={"phone": "555-111-2222"})
+    task = make_task([BALANCE, worded])
+    seen = set()
+    for seed in range(12):
+        talk = Talk(task, seed, patience=1)
+        talk.user()
+        asked = talk.user("Your balance is $1200.").text  # the second request, in this episode's wording
+        wording = next(w for w in (worded.text, *worded.variants) if w in asked)
+        assert wording in talk.user("Hmm.").text  # restated in the same words
+        seen.add(wording)
+    assert seen == {worded.text, *worded.variants}
+
+
+def test_a_user_who_opens_with_its_email_is_identified():
+    new_email = UserRequest(text="I'm Ann (ann.lee@example.com). Please change my email to ann@new.org.", facts={"email": "ann@new.org"})
+    talk = Talk(make_task([new_email]))
+    talk.user()
+    # the email in the confirmation is the new one, not a request to identify
+    assert talk.user('To confirm, I will update contact info (email="ann@new.org"). Shall I proceed?').text.startswith(("Yes", "Correct"))

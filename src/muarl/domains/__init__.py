@@ -11,6 +11,7 @@ from muarl.domains.base import Domain
 # name -> "module:factory"; a factory takes data_dir (None for embedded domains) and options
 DOMAINS: dict[str, str] = {
     "clinic": "muarl.domains.clinic:load",
+    "clinic-lite": "muarl.domains.clinic.lite:load",
     "tau-retail": "muarl.domains.tau:tau_retail",
     "tau-airline": "muarl.domains.tau:tau_airline",
     "tau2-retail": "muarl.domains.tau:tau2_retail",

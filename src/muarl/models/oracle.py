@@ -2,7 +2,8 @@
 conversing as the policy demands, and the do-nothing agent, which only says goodbye.
 
 The oracle is what tests, demos and offline cold-start data are built on. Its plan is fixed when the
-episode starts: ask the user to identify, look them up, then per user request (in order) state every write
+episode starts: ask the user to identify (unless every wording of their opening request already says what
+the look-up needs), look them up, then per user request (in order) state every write
 and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
 or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
 actions in order, confirming each write, and finally tells the required outputs.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 
 from muarl.models.base import Agent, AgentSession, AgentTurn
-from muarl.types import Action, Message, Task, ToolCall, ToolSpec
+from muarl.types import Action, Message, Task, ToolCall, ToolSpec, UserRequest
 
 ASK_IDENTITY = "Hello! Before I can help, could you give me your email, or your full name and date of birth, so I can verify your identity?"
 ANYTHING_ELSE = "Is there anything else I can help you with?"
@@ -67,10 +68,11 @@ class _Plan:
             self._call(Action(name=name, kwargs=kwargs))
 
     def _structured(self, task: Task) -> None:
-        self.steps.append(_say(ASK_IDENTITY))
-        for action in task.actions:
-            if action.request is None:
-                self._call(action)
+        identify = [a for a in task.actions if a.request is None]
+        if not _says_all(task.user.requests[0], [v for a in identify for v in a.kwargs.values()]):
+            self.steps.append(_say(ASK_IDENTITY))
+        for action in identify:
+            self._call(action)
         for arg, getter in self.getters.items():  # open the identified user's profile: it lists their record ids
             if isinstance(task.metadata.get(arg), str):
                 self._read(getter, {arg: task.metadata[arg]})
@@ -95,6 +97,11 @@ class _Plan:
             self._call(action)
         told = "; ".join(task.outputs)
         self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + ANYTHING_ELSE))
+
+
+def _says_all(request: UserRequest, values: list) -> bool:
+    """Whether every wording of the request contains each value (then asking for them again is a wasted turn)."""
+    return bool(values) and all(str(v) in text for text in (request.text, *request.variants) for v in values)
 
 
 class OracleSession(AgentSession):

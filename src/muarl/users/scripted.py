@@ -5,7 +5,10 @@ precedence: a request to identify (gives its email, or else its name and date of
 confirm (says yes), questions about details of the current request (answers only what was asked), a report
 that the request was done or refused, or the expected answer of a question (moves to the next request, or
 says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
-again for details it already gave; after ``patience`` restatements it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording.
+again for details it already gave; after ``patience`` restatements it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording:
+the greetings and replies, and each request's wording when the task gives ``variants`` of it (drawn from a
+random stream of their own, so tasks without variants are worded exactly as before). A user whose opening
+already states its email counts as identified.
 
 For tasks without structured requests (τ-bench's), it is the "confirming user": it opens with its
 instruction, says yes to every confirmation and stops at anything else.
@@ -52,8 +55,11 @@ class ScriptedUserSession(UserSession):
         self.task = task
         self.rng = random.Random(f"{task.id}/{seed}")
         self.requests: list[UserRequest] = list(task.user.requests)
+        wording = random.Random(f"{task.id}/{seed}/wording")
+        self.wordings = [wording.choice([r.text, *r.variants]) if r.variants else r.text for r in self.requests]
         self.current = 0
-        self.identified = False
+        email = task.user.known_info.get("email")
+        self.identified = bool(email and self.wordings and email in self.wordings[0])
         self.restated = 0
         self.given: set[str] = set()  # details of the current request already told
         self.patience = patience
@@ -77,7 +83,7 @@ class ScriptedUserSession(UserSession):
     def _opening(self) -> str:
         if not self.requests:
             return self.task.user.instruction
-        return self._say(["Hi. {text}", "Hello! {text}", "Hi there, {text}"], text=self.requests[0].text)
+        return self._say(["Hi. {text}", "Hello! {text}", "Hi there, {text}"], text=self.wordings[0])
 
     def _confirming_user(self, said: str) -> UserTurn:
         if _CONFIRM.search(said):
@@ -118,7 +124,7 @@ class ScriptedUserSession(UserSession):
         if self.restated > self.patience:
             return self._advance(gave_up=True)
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
-        return f"Let me repeat: {request.text} {details}".strip()
+        return f"Let me repeat: {self.wordings[self.current]} {details}".strip()
 
     def _facts(self, request: UserRequest, keys: list[str]) -> str:
         """The asked details; being asked again for details already given counts against ``patience``, or an
@@ -137,7 +143,7 @@ class ScriptedUserSession(UserSession):
         prefix = "Never mind that. " if gave_up else ""
         if self.current >= len(self.requests):
             return prefix + self._say(_BYE)
-        return prefix + self._say(_THANKS_NEXT, text=self.requests[self.current].text)
+        return prefix + self._say(_THANKS_NEXT, text=self.wordings[self.current])
 
 
 class ScriptedUser(UserSimulator):

@@ -246,7 +246,7 @@ def _identify(patient: dict, rng: random.Random) -> tuple[dict[str, str], Action
     return known, Action(name="find_patient_by_name_dob", kwargs=kwargs)
 
 
-def _instruction(known: dict[str, str], persona: str, intents: list[Intent]) -> str:
+def user_instruction(known: dict[str, str], persona: str, intents: list[Intent]) -> str:
     who = f"You are {known['name']}, born {known['date_of_birth']}"
     who += f", email {known['email']}." if "email" in known else ". You do not remember which email you gave the clinic."
     steps = []
@@ -307,7 +307,7 @@ def _try_task(domain: Domain, db: SeedDatabase, split: str, index: int, patient_
     persona = rng.choice(PERSONAS)
     user = UserScenario(
         persona=persona, known_info=known, goal="; ".join(r.text for r in requests),
-        instruction=_instruction(known, persona, intents), requests=requests,
+        instruction=user_instruction(known, persona, intents), requests=requests,
     )
     task = Task(
         id=f"clinic-{split}-{index:04d}", domain="clinic", split=split, difficulty=difficulty, user=user,
