@@ -2,8 +2,8 @@
 
 Specification: at most 5 tools (the clinic's own code where it has one) and a system turn of at most 600
 SmolLM2 tokens as our ``chatml-hermes`` format renders it; short ids; ≥ 1,000 train and ≥ 300 test tasks of
-levels 1 (identify + one change) and 2 (+ a doctor's fee that must be told), on patients and doctors that never
-cross splits; every wording of a request states its details, and the opening states the patient's email; the
+levels 1 (identify + one change) and 2 (+ a doctor's fee that must be told, and that no id, email or number of
+the task contains), on patients and doctors that never cross splits; every wording of a request states its details, and the opening states the patient's email; the
 oracle solves every task in 4 agent turns (level 1) or 6 (level 2), the do-nothing agent none; generation is
 deterministic in its seed.
 """
@@ -73,6 +73,8 @@ def test_short_ids_and_splits(lite):
         for t in tasks:
             assert [a.name for a in t.actions if a.name != "find_doctor"] == ["find_patient_by_email", "update_contact_info"]
             assert len(t.outputs) == t.difficulty - 1 == sum(r.outcome == "answered" for r in t.user.requests)
+            values = [str(v) for a in t.actions for v in a.kwargs.values()]
+            assert not any(fee in v for fee in t.outputs for v in values)  # a fee is told, never found in an id or number
 
     def touched(tasks):
         return {t.metadata["patient_id"] for t in tasks} | {a.kwargs["name"] for t in tasks for a in t.actions if a.name == "find_doctor"}

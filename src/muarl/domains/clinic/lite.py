@@ -49,7 +49,7 @@ def generate(seed: int = 7, n_patients: int = 800, doctors_per_specialty: int = 
                 name = f"Dr. {rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
             names.add(name)
             doctor_id = f"D{10 + len(doctors)}"
-            doctors[doctor_id] = {"doctor_id": doctor_id, "name": name, "specialty": specialty, "fee": rng.randrange(60, 300, 5)}
+            doctors[doctor_id] = {"doctor_id": doctor_id, "name": name, "specialty": specialty, "fee": rng.randrange(100, 400, 5)}
             split_of[doctor_id] = "test" if k % 2 else "train"
     patients: dict[str, dict] = {}
     emails: set[str] = set()

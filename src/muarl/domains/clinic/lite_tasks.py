@@ -68,8 +68,10 @@ def generate_task(domain: Domain, db: SeedDatabase, split: str, index: int, seed
     level = rng.choice([1, 2])
     intents = [_change(patient, rng)]
     if level == 2:
-        doctor = db.tables["doctors"][rng.choice(sorted(d for d in db.tables["doctors"] if db.split_of[d] == split))]
-        intents.insert(rng.randrange(2), _fee_question(doctor))
+        # a fee that is part of an id, email or number of the task would count as told without being told
+        said = " ".join([patient["email"], *(str(v) for v in intents[0].actions[0].kwargs.values())])
+        doctors = sorted(d for d, doc in db.tables["doctors"].items() if db.split_of[d] == split and str(doc["fee"]) not in said)
+        intents.insert(rng.randrange(2), _fee_question(db.tables["doctors"][rng.choice(doctors)]))
     known = {"name": f"{patient['first_name']} {patient['last_name']}", "date_of_birth": patient["date_of_birth"], "email": patient["email"]}
     identity = [p.format(**known) for p in IDENTITY]
     for i, intent in enumerate(intents):
