@@ -5,10 +5,12 @@ precedence: a request to identify (gives its email, or else its name and date of
 confirm (says yes), questions about details of the current request (answers only what was asked), a report
 that the request was done or refused, or the expected answer of a question (moves to the next request, or
 says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
-again for details it already gave; after ``patience`` restatements it gives up on that request. Phrasing varies with the episode seed, so RL sees more than one wording:
-the greetings and replies, and each request's wording when the task gives ``variants`` of it (drawn from a
-random stream of their own, so tasks without variants are worded exactly as before). A user whose opening
-already states its email counts as identified.
+again for details it already gave; after ``patience`` restatements it gives up on that request.
+
+Phrasing varies with the episode seed, so RL sees more than one wording: the greetings and replies, and each
+request's wording when the task gives ``variants`` of it (drawn from a random stream of their own, so tasks
+without variants are worded exactly as before). A user whose opening already states its email counts as
+identified.
 
 For tasks without structured requests (τ-bench's), it is the "confirming user": it opens with its
 instruction, says yes to every confirmation and stops at anything else.

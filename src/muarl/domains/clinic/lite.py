@@ -11,6 +11,7 @@ so a policy-following agent needs 4 turns for level 1 and 6 for level 2.
 from __future__ import annotations
 
 import random
+
 from muarl.domains.base import Domain, State, ToolError, ToolRegistry, tool
 from muarl.domains.clinic import generated_domain
 from muarl.domains.clinic import tools as clinic_tools

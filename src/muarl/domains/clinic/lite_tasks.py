@@ -55,7 +55,8 @@ def _fee_question(doctor: dict) -> Intent:
 
 
 def _worded(request: UserRequest, rng: random.Random, prefixes: list[str]) -> UserRequest:
-    """The request with every prefix x wording combination; one drawn as ``text``, the others its variants."""
+    """The request worded every prefix x wording way (``_change`` and ``_fee_question`` leave their bare
+    wordings in ``variants``): one drawn as ``text``, the others its variants."""
     wordings = [f"{p} {w}".strip() for p in prefixes for w in request.variants]
     rng.shuffle(wordings)
     return request.model_copy(update={"text": wordings[0], "variants": wordings[1:]})
