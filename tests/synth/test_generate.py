@@ -47,7 +47,7 @@ def test_offline_synthesis_exports_what_passes_and_reports_why_the_rest_failed(c
     assert len(train) + len(val) == len(accepted) == sum(report["exported"].values())
     assert not {r["task_id"] for r in train} & {r["task_id"] for r in val}  # split by task
     row = train[0]
-    assert set(row) == {"messages", "tools", "task_id", "split"} and row["split"] == "train"
+    assert set(row) == {"messages", "tools", "task_id", "split", "task_split"} and row["split"] == "train" and row["task_split"] == "train"
     assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
     assert any(m.get("tool_calls") for m in row["messages"]) and any(m["role"] == "tool" and m["tool_call_id"] for m in row["messages"])
     assert {t["function"]["name"] for t in row["tools"]} >= {"find_patient_by_email", "book_appointment"}

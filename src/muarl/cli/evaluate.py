@@ -26,15 +26,16 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
 
 @click.command(name="eval")
 @click.argument("run", type=click.Path(exists=True))
-@click.option("--k", "ks", type=int, multiple=True, help="Report pass^k for these k (default 1..trials).")
+@click.option("--k", "ks", type=click.IntRange(min=1), multiple=True, help="Report pass^k for these k (default 1..trials).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--per-task", is_flag=True, help="Also print each task's verdicts.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
     """Score a run directory (or an episodes JSONL file)."""
     episodes, bad = read_episodes(episodes_path(run))
     if not episodes:
-        raise click.UsageError(f"no episodes in {episodes_path(run)}")
+        unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
+        raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
     summary = summarise(latest_per_key(episodes), ks=list(ks) or None, bootstrap=bootstrap)
     if as_json:
         click.echo(json.dumps(summary.to_json()))

@@ -14,6 +14,7 @@ import click
 @click.option("--data-dir", help="Data directory, for domains that load data.")
 @click.option("--scenario", type=click.Path(exists=True, dir_okay=False), help="Scenario file (tool schemas, policy, seed DB, tasks) instead of a domain.")
 @click.option("--split", help="Task split [train].")
+@click.option("--allow-test-split", is_flag=True, default=None, help="Permit --split test (its dialogues would train on the evaluation set).")
 @click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--limit", type=int, help="Only the first N tasks.")
 @click.option("--agent", help="oracle | openai:MODEL [oracle].")

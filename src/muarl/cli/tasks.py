@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from muarl.domains import DOMAINS, load_domain
+from muarl.domains import DOMAINS, load_domain, plugin_domains
 
 
 @click.group()
@@ -20,7 +20,7 @@ def tasks() -> None:
 def list_tasks(domain: str, data_dir: str | None, split: str | None, list_domains: bool) -> None:
     """Splits with their sizes, or the tasks of one split."""
     if list_domains:
-        for name in sorted(DOMAINS):
+        for name in sorted([*DOMAINS, *plugin_domains()]):
             click.echo(name)
         return
     try:

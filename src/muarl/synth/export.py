@@ -4,7 +4,10 @@ SFT line format (``sft_train.jsonl`` / ``sft_validation.jsonl``), read by ``muar
 and LLaMA-Factory (sharegpt/OpenAI format with tools)::
 
     {"messages": [OpenAI messages: system, user, assistant (with "tool_calls"), tool (with "tool_call_id")],
-     "tools": [OpenAI function specs], "task_id": "...", "split": "train" | "validation"}
+     "tools": [OpenAI function specs], "task_id": "...", "split": "train" | "validation", "task_split": "train"}
+
+``task_split`` is the domain split the task came from: ``muarl sft`` refuses lines from a split named test
+unless told otherwise, as ``muarl train`` refuses to train on one.
 
 Messages end with the agent's last message (the user's closing ``###STOP###`` line teaches nothing).
 The split is by *task*: every dialogue of a task lands in the same split, so validation measures tasks the
@@ -39,7 +42,8 @@ def sft_messages(episode: Episode) -> list[dict[str, Any]]:
 
 
 def sft_record(episode: Episode, tools: Sequence[ToolSpec], split: str) -> dict[str, Any]:
-    return {"messages": sft_messages(episode), "tools": [t.to_openai() for t in tools], "task_id": episode.task_id, "split": split}
+    return {"messages": sft_messages(episode), "tools": [t.to_openai() for t in tools], "task_id": episode.task_id, "split": split,
+            "task_split": episode.split}
 
 
 def assign_splits(task_ids: Iterable[str], validation_fraction: float, seed: int = 0) -> dict[str, str]:

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from muarl.config import YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
+from muarl.errors import InputError
 from muarl.models.factory import make_agent
 from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
@@ -58,7 +59,7 @@ IDENTIFICATION_TOOLS: dict[str, list[str]] = {
 }
 
 
-class SynthError(ValueError):
+class SynthError(InputError):
     """Bad synthesis configuration; the message says what to change."""
 
 
@@ -67,6 +68,7 @@ class SynthConfig(YamlConfig):
     data_dir: str | None = Field(None, description="data directory for domains that load data")
     scenario: str | None = Field(None, description="scenario file (YAML/JSON: tool schemas, policy, seed DB, tasks) instead of a domain")
     split: str = Field("train", description="task split to synthesise from")
+    allow_test_split: bool = Field(False, description="permit synthesising SFT data from a split named test (never for reported results)")
     task_ids: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks")
     agent: str = Field("oracle", description="oracle | openai:MODEL (with agent_base_url)")
@@ -96,6 +98,13 @@ class SynthConfig(YamlConfig):
     human_review: bool = Field(False, description="write review.jsonl for a person to mark accept/reject")
     out: str = Field("runs/synth", description="output directory")
     resume: bool = Field(False, description="complete an interrupted synthesis in `out`")
+
+    @model_validator(mode="after")
+    def _check(self) -> SynthConfig:
+        if self.split == "test" and not self.allow_test_split:
+            raise ValueError("synthesising SFT data from split 'test' would train on the evaluation set; use split: train "
+                             "(or --allow-test-split for a throwaway experiment)")
+        return self
 
 
 def unscored_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:
