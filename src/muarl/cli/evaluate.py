@@ -7,7 +7,9 @@ import json
 import click
 
 from muarl.evals.passk import Summary, summarise
+from muarl.evals.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
+from muarl.types import Episode
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -24,6 +26,14 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
             click.echo(f"{t.task_id:<28} {f'{t.c}/{t.n}':>6} {t.mean_reward:>7.3f} {t.errored:>7}")
 
 
+def note_ungraded_nl(episodes: list[Episode]) -> None:
+    """Say on stderr when τ² scores are partial: their NL assertions were not graded (the τ² reward had no judge)."""
+    n = sum(nl_ungraded(e.reward) for e in episodes)
+    if n:
+        click.echo(f"note: {n} of {len(episodes)} episodes have τ² NL assertions that were not graded (no judge): "
+                   "their rewards leave those assertions out", err=True)
+
+
 @click.command(name="eval")
 @click.argument("run", type=click.Path(exists=True))
 @click.option("--k", "ks", type=click.IntRange(min=1), multiple=True, help="Report pass^k for these k (default 1..trials).")
@@ -36,10 +46,12 @@ def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, boots
     if not episodes:
         unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
         raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
-    summary = summarise(latest_per_key(episodes), ks=list(ks) or None, bootstrap=bootstrap)
+    latest = latest_per_key(episodes)
+    summary = summarise(latest, ks=list(ks) or None, bootstrap=bootstrap)
     if as_json:
         click.echo(json.dumps(summary.to_json()))
     else:
         print_summary(summary, per_task=per_task)
+    note_ungraded_nl(latest)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)

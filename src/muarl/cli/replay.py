@@ -21,7 +21,7 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
     """Replay FILE's trajectories on DOMAIN and print each new reward beside the recorded one."""
     from muarl.domains import load_domain
     from muarl.evals.replay import read_trajectories, replay_all
-    from muarl.evals.tau2_criteria import JudgeConfig
+    from muarl.evals.tau2_criteria import JudgeConfig, nl_ungraded
 
     if (judge_base_url is None) != (judge_model is None):
         raise click.UsageError("give both --judge-base-url and --judge-model, or neither")
@@ -29,10 +29,7 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
     trajectories = read_trajectories(file, domain, split=split, task_id=task_id)
     judge = JudgeConfig(base_url=judge_base_url, model=judge_model) if judge_base_url else None
     results = replay_all(domain, trajectories, judge=judge)
-    unjudged = 0
     for r in results:
-        if r.reward.details.get("nl_judged") is False and "NL_ASSERTION" in r.reward.details.get("reward_basis", []):
-            unjudged += 1
         if as_json:
             click.echo(json.dumps(r.summary()))
         else:
@@ -44,5 +41,6 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
         known = sum(1 for r in results if r.agrees is not None)
         mean = sum(r.reward.reward for r in results) / len(results) if results else 0.0
         click.echo(f"{len(results)} trajectories, mean replayed reward {mean:.3f}, agreeing with the record: {agree}/{known}")
+    unjudged = sum(nl_ungraded(r.reward) for r in results)
     if unjudged:
         click.echo(f"note: {unjudged} trajectories have NL assertions that were not graded (no --judge-model)", err=True)

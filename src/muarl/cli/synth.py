@@ -43,7 +43,7 @@ import click
 def synth(config_path: str | None, task_ids: tuple[str, ...], identification_tools: tuple[str, ...], review_path: str | None,
           quiet: bool, as_json: bool, **flags) -> None:  # noqa: ANN003
     """Generate, validate and export SFT dialogues; the report counts rejections by reason."""
-    from muarl.synth.generate import REPORT_FILE, SynthConfig, SynthError, import_review, synthesize
+    from muarl.synth.generate import SynthConfig, SynthError, import_review, synthesize
     from muarl.synth.report import format_report
 
     try:
@@ -52,4 +52,4 @@ def synth(config_path: str | None, task_ids: tuple[str, ...], identification_too
     except (SynthError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
-    click.echo(f"output: {cfg.out} (sft_train.jsonl, sft_validation.jsonl, validation.jsonl, {REPORT_FILE})", err=True)
+    click.echo(f"wrote in {cfg.out}: {', '.join(report['files'])}", err=True)

@@ -11,8 +11,9 @@ unless told otherwise, as ``muarl train`` refuses to train on one.
 
 Messages end with the agent's last message (the user's closing ``###STOP###`` line teaches nothing).
 The split is by *task*: every dialogue of a task lands in the same split, so validation measures tasks the
-model never trained on. Parquet copies (for verl) hold the same rows with ``messages`` as a nested column
-and ``tools`` as JSON text (tool schemas vary too much for one Parquet struct type).
+model never trained on. Parquet copies (for verl) hold the same rows, ``messages`` and ``tools`` as nested
+lists; only each tool's ``parameters`` JSON schema stays JSON text, because schemas differ from tool to tool
+and one Parquet struct type for all of them would give every tool every other tool's arguments as nulls.
 
 Human review: ``review.jsonl`` has one line per dialogue with its automatic verdict, reasons and a readable
 transcript, and an empty ``decision``; a person sets it to ``accept`` or ``reject`` (optionally ``note``)
@@ -62,12 +63,19 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
+def parquet_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI tool specs as Parquet holds them: a list of ``{type, function: {name, description, parameters}}``
+    with ``parameters`` (the JSON schema) as JSON text."""
+    return [{**t, "function": {**t["function"], "parameters": json.dumps(t["function"]["parameters"], ensure_ascii=False)}}
+            for t in tools]
+
+
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows as Parquet (tmp + rename), ``tools`` serialised to JSON text."""
+    """Rows as Parquet (tmp + rename), ``tools`` as :func:`parquet_tools` gives them."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist([{**r, "tools": json.dumps(r["tools"], ensure_ascii=False)} for r in rows])
+    table = pa.Table.from_pylist([{**r, "tools": parquet_tools(r["tools"])} for r in rows])
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
@@ -76,18 +84,20 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 def export_sft(
     episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], out_dir: Path,
     *, validation_fraction: float = 0.1, seed: int = 0, parquet: bool = False,
-) -> dict[str, int]:
-    """Write the accepted dialogues per split; returns how many lines each split got."""
+) -> tuple[dict[str, int], list[str]]:
+    """Write the accepted dialogues per split; returns how many lines each split got, and the files written."""
     accepted = [e for e in episodes if verdicts[f"{e.task_id}#{e.trial}"].accepted]
     splits = assign_splits([e.task_id for e in episodes], validation_fraction, seed)
-    counts = {}
+    counts, files = {}, []
     for split in SPLITS:
         rows = [sft_record(e, tools, split) for e in accepted if splits[e.task_id] == split]
         write_jsonl(out_dir / f"sft_{split}.jsonl", rows)
+        files.append(f"sft_{split}.jsonl")
         if parquet:
             write_parquet(out_dir / f"sft_{split}.parquet", rows)
+            files.append(f"sft_{split}.parquet")
         counts[split] = len(rows)
-    return counts
+    return counts, files
 
 
 def write_review(path: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict]) -> None:

@@ -38,7 +38,7 @@ from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
 from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
+from muarl.rollout.store import EPISODES_FILE, RUN_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
 from muarl.synth.export import export_sft, read_review, write_review
 from muarl.synth.report import build_report, format_report
 from muarl.synth.scenario import Scenario
@@ -230,14 +230,18 @@ async def validate_all(
     return {v.key: v for v in verdicts}
 
 
-def finish(out: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], cfg: SynthConfig) -> dict[str, Any]:
-    """Store verdicts, export accepted dialogues, write the report (and the review file when asked)."""
+def finish(out: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], cfg: SynthConfig,
+           written: Sequence[str] = ()) -> dict[str, Any]:
+    """Store verdicts, export accepted dialogues, write the report (and the review file when asked); the report's
+    ``files`` names every file of ``out`` this run wrote: ``written`` (written before) and these."""
     atomic_write_text(out / VALIDATION_FILE, "".join(verdicts[f"{e.task_id}#{e.trial}"].model_dump_json() + "\n" for e in episodes))
-    counts = export_sft(episodes, verdicts, tools, out, validation_fraction=cfg.validation_fraction,
-                        seed=cfg.seed, parquet=_parquet_wanted(cfg))
+    counts, exported = export_sft(episodes, verdicts, tools, out, validation_fraction=cfg.validation_fraction,
+                                  seed=cfg.seed, parquet=_parquet_wanted(cfg))
+    files = [*written, VALIDATION_FILE, *exported]
     if cfg.human_review:
         write_review(out / REVIEW_FILE, episodes, verdicts)
-    report = build_report((verdicts[f"{e.task_id}#{e.trial}"] for e in episodes), counts)
+        files.append(REVIEW_FILE)
+    report = {**build_report((verdicts[f"{e.task_id}#{e.trial}"] for e in episodes), counts), "files": [*files, REPORT_FILE]}
     atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
     return report
 
@@ -273,7 +277,7 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
             await client.aclose()
     tools = world.domain.tools.specs()
     atomic_write_text(out / TOOLS_FILE, json.dumps([t.model_dump() for t in tools], indent=1) + "\n")
-    return finish(out, episodes, verdicts, tools, cfg)
+    return finish(out, episodes, verdicts, tools, cfg, written=[RUN_FILE, EPISODES_FILE, TOOLS_FILE])
 
 
 def import_review(cfg: SynthConfig, review_path: str | Path) -> dict[str, Any]:
