@@ -97,6 +97,15 @@ def test_a_missing_or_empty_data_dir_is_a_usage_error(tmp_path, command, kind):
     assert str(data) in line
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--domain", "clinic", "--data-dir", "."], "drop --data-dir"),  # the domain's own refusal
+    (["--domain", "no_such_world:load"], "cannot import domain module 'no_such_world'"),
+    (["--domain", "atlantis"], "unknown domain 'atlantis'"),
+])
+def test_serve_mcp_reports_a_domain_that_cannot_load_in_one_line(args, message):
+    assert message in error_line(invoke("serve-mcp", *args))
+
+
 def test_a_tau2_db_of_the_wrong_shape_is_named(tmp_path):
     try:
         source = shared_data_dir() / "tau2-bench" / "retail"
@@ -114,10 +123,19 @@ def test_a_tau2_db_of_the_wrong_shape_is_named(tmp_path):
 # ---------------------------------------------------------------- options and outputs
 
 
-def test_an_unwritable_out_is_a_usage_error(tmp_path):
-    blocker = tmp_path / "a-file"
+@pytest.mark.parametrize("command", ["rollout", "synth", "sft", "train"])
+def test_an_unwritable_out_is_a_usage_error(tmp_path, command):
+    blocker = tmp_path / "a-file"  # a directory cannot be made under a file, whoever runs the test (root too)
     blocker.write_text("")
-    line = error_line(invoke("rollout", "--limit", "1", "--quiet", "--out", blocker / "run"))
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
+    args = {
+        "rollout": ["rollout", "--limit", "1", "--quiet"],
+        "synth": ["synth", "--limit", "1", "--quiet"],
+        "sft": ["sft", "--data", chat, "--model", "tiny-random", "--quiet"],
+        "train": ["train", "--model", "tiny-random", "--quiet"],
+    }[command]
+    line = error_line(invoke(*args, "--out", blocker / "run"))
     assert str(blocker / "run") in line and "cannot write" in line
 
 
