@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from muarl.cli import main
 from muarl.domains.tau.loader import shared_data_dir
+from muarl.types import Episode
 
 CLINIC_TASK = "clinic-test-0000"
 
@@ -66,8 +67,10 @@ DAMAGE = [  # file, new content, what the one-line error must say besides the fi
 ]
 
 
-@pytest.mark.parametrize(("name", "text", "message"), DAMAGE)
-@pytest.mark.parametrize("command", ["tasks", "rollout", "serve-mcp"])
+@pytest.mark.parametrize(("command", "name", "text", "message"), [
+    (command, *damage) for command in ("tasks", "rollout", "serve-mcp") for damage in DAMAGE
+    if not (command == "serve-mcp" and damage[0].startswith("tasks"))  # serve-mcp serves tools, never reads tasks
+])
 def test_a_corrupt_data_file_is_named(tmp_path, command, name, text, message):
     data = _retail_copy(tmp_path)
     path = _damage(data, name, text)
@@ -76,8 +79,6 @@ def test_a_corrupt_data_file_is_named(tmp_path, command, name, text, message):
         "rollout": ["rollout", "--domain", "tau-retail", "--out", tmp_path / "run"],
         "serve-mcp": ["serve-mcp", "--domain", "tau-retail"],
     }[command]
-    if command == "serve-mcp" and name.startswith("tasks"):
-        pytest.skip("serve-mcp serves tools and never reads tasks")
     line = error_line(invoke(*args, "--data-dir", data))
     assert str(path) in line and message in line
 
@@ -233,7 +234,8 @@ MALFORMED = {  # name: file text (every one must give exit 2 with one line namin
     "deeply nested list": _deep(100_000),
     "deeply nested message content": '{"task_id": "x", "messages": [{"role": "user", "content": ' + _deep(100_000) + "}]}",
     "episode line of the wrong shape": json.dumps({"task_id": CLINIC_TASK, "termination": "bogus"}),
-    "episode lines, one nested deeply": json.dumps({"task_id": "x"}) + "\n" + _deep(5_000) + "\n",
+    "episode lines, one nested deeply": Episode(task_id=CLINIC_TASK, domain="clinic", split="test", termination="user_stop")
+    .model_dump_json() + "\n" + _deep(5_000) + "\n",
 }
 
 

@@ -89,14 +89,17 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def _messages(raw: Any, where: str) -> list[Message]:
+def _messages(raw: Any, where: str, key: str = "messages") -> list[Message]:
     """A list of OpenAI-format messages, or a ReplayInputError naming ``where`` and the message that does not fit."""
     if not isinstance(raw, list):
-        raise ReplayInputError(f"{where}: messages must be a list, got {type(raw).__name__}")
+        raise ReplayInputError(f"{where}: {key!r} must be a list of messages, got {type(raw).__name__}")
     messages = []
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise ReplayInputError(f"{where}: message {i} must be an object, got {type(m).__name__}")
+        calls = m.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) and isinstance(c.get("function", c), dict) for c in calls)):
+            raise ReplayInputError(f"{where}: message {i}: tool_calls must be a list of {{id, type, function: {{name, arguments}}}} objects")
         try:
             messages.append(_message(m))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -109,6 +112,8 @@ def _record(raw: Any, where: str, messages_key: str, reward: Any) -> dict[str, A
     if not isinstance(raw, dict):
         raise ReplayInputError(f"{where}: expected an object, got {type(raw).__name__}")
     task_id, trial = raw.get("task_id"), raw.get("trial", 0) or 0
+    if task_id is None:
+        raise ReplayInputError(f"{where}: no task_id")
     if not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
         raise ReplayInputError(f"{where}: task_id must be a string or an integer, got {type(task_id).__name__}")
     if not isinstance(trial, int) or isinstance(trial, bool):
@@ -116,8 +121,8 @@ def _record(raw: Any, where: str, messages_key: str, reward: Any) -> dict[str, A
     if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
         raise ReplayInputError(f"{where}: the recorded reward must be a number, got {type(reward).__name__}")
     if messages_key not in raw:
-        raise ReplayInputError(f"{where}: no {messages_key!r} (the messages)")
-    return {"task_id": task_id, "trial": trial, "recorded_reward": reward, "messages": _messages(raw[messages_key], where)}
+        raise ReplayInputError(f"{where}: no {messages_key!r} list of messages")
+    return {"task_id": task_id, "trial": trial, "recorded_reward": reward, "messages": _messages(raw[messages_key], where, messages_key)}
 
 
 def _task_id(raw_id: Any, domain: Domain, split: str) -> str:
