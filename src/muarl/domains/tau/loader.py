@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,13 @@ def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
+_JSON_NAMES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
 def read_json(path: Path, expect: type[dict] | type[list] | None = None) -> Any:
     """A JSON file's content, of type ``expect`` when given; any problem is a TauDataError naming the file."""
     try:
@@ -67,27 +75,24 @@ def read_json(path: Path, expect: type[dict] | type[list] | None = None) -> Any:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise TauDataError(f"{path}: not a readable JSON file ({type(exc).__name__}: {exc})") from None
     if expect is not None and not isinstance(data, expect):
-        raise TauDataError(f"{path}: expected a JSON {_JSON_NAMES[expect]}, got {_JSON_NAMES.get(type(data), type(data).__name__)}")
+        raise TauDataError(f"{path}: expected a JSON {_JSON_NAMES[expect]}, got {_json_type(data)}")
     return data
-
-
-_JSON_NAMES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 def check_table(rows: Any, where: str) -> dict[str, dict[str, Any]]:
     """A table of records (``{key: {field: value}}``) as the tools expect it; else a TauDataError naming ``where``."""
     if not isinstance(rows, dict):
-        raise TauDataError(f"{where}: expected a JSON object of records, got {_JSON_NAMES.get(type(rows), type(rows).__name__)}")
+        raise TauDataError(f"{where}: expected a JSON object of records, got {_json_type(rows)}")
     bad = next((key for key, record in rows.items() if not isinstance(record, dict)), None)
     if bad is not None:
         raise TauDataError(f"{where}: record {bad!r} is not a JSON object")
     return rows
 
 
-def convert_tasks(raws: Any, where: str | Path, convert: Any) -> list[Task]:
+def convert_tasks(raws: Any, where: str | Path, convert: Callable[[int, Any], Task]) -> list[Task]:
     """``convert(index, raw)`` of every raw task in a list, a TauDataError naming the file and task when one does not fit."""
     if not isinstance(raws, list):
-        raise TauDataError(f"{where}: expected a JSON list of tasks, got {_JSON_NAMES.get(type(raws), type(raws).__name__)}")
+        raise TauDataError(f"{where}: expected a JSON list of tasks, got {_json_type(raws)}")
     tasks = []
     for i, raw in enumerate(raws):
         try:
