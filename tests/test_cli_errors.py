@@ -166,9 +166,10 @@ def test_a_domain_spec_that_names_another_callable_is_refused_without_calling_it
     for spec in ("json:loads", "not_a_world:make"):
         line = error_line(invoke("serve-mcp", "--domain", spec))
         assert spec in line and "not a muarl domain factory" in line
-    config = tmp_path / "synth.yaml"
+    config = tmp_path / "world.yaml"
     config.write_text("domain: not_a_world:make\n")
-    assert "not a muarl domain factory" in error_line(invoke("synth", "--config", config, "--out", tmp_path / "synth"))
+    for command in ("synth", "rollout"):  # a config file names the domain for every command that runs episodes
+        assert "not a muarl domain factory" in error_line(invoke(command, "--config", config, "--out", tmp_path / command))
     assert not marker.exists()
 
 
