@@ -186,6 +186,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     from tqdm import tqdm
 
     conversations = read_conversations(cfg.data, allow_test_split)  # a bad file fails before the model loads
+    cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # record the precision this machine runs
     out = Path(cfg.out)
     writable_dir(out)
     atomic_write_text(out / "config.yaml", cfg.dump_yaml())
