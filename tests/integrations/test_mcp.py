@@ -24,12 +24,14 @@ from muarl.rollout.episode import run_episode  # noqa: E402
 from shop_world import ListUser, PlanAgent, call, load, say  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+# the test world, and the muarl under test (not whichever one is installed)
+SERVER_PATH = os.pathsep.join([str(TESTS_DIR), str(Path(sys.modules["muarl"].__file__).resolve().parents[1])])
 SERVE = [sys.executable, "-c", "from muarl.cli import main; main()", "serve-mcp", "--domain", "shop_world:load"]
 
 
 def stdio_spec() -> str:
     # the SDK starts servers with a minimal environment: pass the test world's path explicitly
-    return "mcp:" + shlex.join(["env", f"PYTHONPATH={TESTS_DIR}", *SERVE])
+    return "mcp:" + shlex.join(["env", f"PYTHONPATH={SERVER_PATH}", *SERVE])
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def http_url():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    env = {**os.environ, "PYTHONPATH": SERVER_PATH}
     proc = subprocess.Popen([*SERVE, "--transport", "http", "--port", str(port)], env=env, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

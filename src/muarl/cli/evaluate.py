@@ -9,6 +9,7 @@ import click
 
 from muarl.evals.paired import PairedComparison, compare_runs
 from muarl.evals.passk import Summary, summarise
+from muarl.evals.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
 from muarl.types import Episode
 
@@ -39,19 +40,29 @@ def print_comparison(c: PairedComparison, run: str, other: str) -> None:
         click.echo(f"McNemar exact: A alone passed {c.only_a}, B alone passed {c.only_b}, two-sided p = {c.p_mcnemar:.3g}")
 
 
+def note_ungraded_nl(episodes: list[Episode]) -> None:
+    """Say on stderr when τ² scores are partial: their NL assertions were not graded (the τ² reward had no judge)."""
+    n = sum(nl_ungraded(e.reward) for e in episodes)
+    if n:
+        click.echo(f"note: {n} of {len(episodes)} episodes have τ² NL assertions that were not graded (no judge): "
+                   "their rewards leave those assertions out", err=True)
+
+
 def _load(run: str) -> tuple[list[Episode], int]:
+    """The run's latest episode per (task, trial) and its number of unreadable lines."""
     episodes, bad = read_episodes(episodes_path(run))
     if not episodes:
-        raise click.UsageError(f"no episodes in {episodes_path(run)}")
+        unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
+        raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
     return latest_per_key(episodes), bad
 
 
 @click.command(name="eval")
 @click.argument("run", type=click.Path(exists=True))
-@click.option("--k", "ks", type=int, multiple=True, help="Report pass^k for these k (default 1..trials).")
+@click.option("--k", "ks", type=click.IntRange(min=1), multiple=True, help="Report pass^k for these k (default 1..trials).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--per-task", is_flag=True, help="Also print each task's verdicts.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
 @click.option("--compare", "other", type=click.Path(exists=True), default=None,
               help="Another run on the same tasks (B): print pass^1 of both, A - B with a paired bootstrap CI, and McNemar's exact p.")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int, other: str | None) -> None:
@@ -68,9 +79,10 @@ def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, boots
             click.echo(json.dumps(comparison.to_json()))
         else:
             print_comparison(comparison, run, other)
-        bad += bad_other
+        episodes, bad = episodes + others, bad + bad_other
     else:
         _print_scores(summarise(episodes, ks=list(ks) or None, bootstrap=bootstrap), as_json, per_task)
+    note_ungraded_nl(episodes)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
 

@@ -15,6 +15,7 @@ from muarl.domains.base import BaseData, Domain, ToolRegistry
 from muarl.domains.clinic import data, tools
 from muarl.domains.clinic.data import SeedDatabase
 from muarl.domains.clinic.tasks import generate_task
+from muarl.errors import InputError
 from muarl.types import Task
 
 DEFAULT_SIZES = {"train": 500, "test": 100}
@@ -26,7 +27,7 @@ def generated_domain(name: str, data_dir: str | None, db: SeedDatabase, registry
                      generate: TaskGenerator, sizes: dict[str, int], seed: int, description: str) -> Domain:
     """A domain generated from a seed (the clinic and its profiles): tasks are made on first use of a split."""
     if data_dir is not None:
-        raise ValueError(f"the {name} domain is generated from a seed and reads no data directory; drop --data-dir")
+        raise InputError(f"the {name} domain is generated from a seed and reads no data directory; drop --data-dir")
     domain: Domain
 
     def load_tasks(split: str) -> list[Task]:
