@@ -14,6 +14,7 @@ from muarl.cli.evaluate import print_summary
 from muarl.domains import load_domain
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
+from muarl.models.hf_loading import ModelLoadError
 from muarl.reward import make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.config import ConfigError, RolloutConfig
@@ -51,12 +52,13 @@ def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain g
 @click.option("--split", help="Task split [test].")
 @click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--limit", type=int, help="Only the first N tasks.")
-@click.option("--agent", help="oracle | none | openai:MODEL [oracle].")
+@click.option("--agent", help="oracle | none | openai:MODEL | local:PATH [oracle].")
 @click.option("--agent-base-url", help="OpenAI-compatible endpoint of the agent.")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
-@click.option("--user", help="scripted | llm:MODEL [scripted].")
+@click.option("--user", help="scripted | llm:MODEL | local:PATH [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of local:PATH models [auto].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
@@ -73,13 +75,14 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         domain = load_domain(cfg.domain, cfg.data_dir)
         tasks = _select_tasks(cfg, domain)
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
-                           max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+                           max_retries=cfg.max_retries, concurrency=cfg.concurrency, precision=cfg.precision,
+                           max_context=cfg.max_context, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
                          max_retries=cfg.max_retries, concurrency=cfg.concurrency, strategy=cfg.user_strategy,
-                         temperature=cfg.user_temperature)
+                         precision=cfg.precision, max_context=cfg.max_context, temperature=cfg.user_temperature)
         backend = _backend_factory(cfg.tools)
         reward_fn = make_reward(cfg.reward)
-    except (ConfigError, ValueError, KeyError) as exc:
+    except (ConfigError, ValueError, KeyError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
     if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from muarl.config import ConfigError, YamlConfig
+from muarl.models.precision import Precision
 
 __all__ = ["ConfigError", "RolloutConfig"]
 
@@ -16,16 +17,18 @@ class RolloutConfig(YamlConfig):
     split: str = Field("test", description="task split to run")
     task_ids: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks of the split")
-    agent: str = Field("oracle", description="oracle | none | openai:MODEL (with agent_base_url)")
+    agent: str = Field("oracle", description="oracle | none | openai:MODEL (with agent_base_url) | local:PATH (see docs/training.md)")
     agent_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the agent model")
     agent_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the agent endpoint's key")
     temperature: float | None = Field(None, ge=0, description="agent sampling temperature (server default if unset)")
     max_tokens: int | None = Field(None, ge=1, description="agent completion tokens per turn")
-    user: str = Field("scripted", description="scripted | llm:MODEL (with user_base_url)")
+    user: str = Field("scripted", description="scripted | llm:MODEL (with user_base_url) | local:PATH (an LLM user run in process)")
     user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user model")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
     user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")
     user_temperature: float | None = Field(None, ge=0, description="user model sampling temperature")
+    precision: Precision = Field("auto", description="local:PATH models: bf16 autocast or fp32 (auto: bf16 where the hardware has it)")
+    max_context: int | None = Field(None, ge=64, description="local:PATH models: tokens per episode (default: the model's context length)")
     tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
     trials: int = Field(1, ge=1, description="episodes per task (n of pass^k)")
     concurrency: int = Field(8, ge=1, description="episodes running at once")
