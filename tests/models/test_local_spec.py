@@ -1,7 +1,7 @@
 """``local:PATH`` (``muarl.models.local_spec``): every place trained weights live resolves to a ready local
 model with the chat format it was trained with, and agents and users are built from it by name.
 
-Checkpoints and SFT outputs are written by the real training code (``save_checkpoint``, ``save_full_model``)
+Checkpoints and SFT outputs are written by the real saving code (``save_checkpoint``, ``save_full_model``)
 over the tiny random model.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from booking_world import ListUser, toy_domain
+from booking_world import toy_domain
+from saved_runs import grpo_run
 from scripted_parties import ScriptAgent, say
 
 from muarl.models.factory import make_agent
@@ -23,31 +23,12 @@ from muarl.models.local_engine import LocalPolicy
 from muarl.models.local_spec import load_local_model, local_policy, resolve_local_model
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.runner import run_many
-from muarl.train.checkpoint import save_checkpoint
-from muarl.train.config import GRPOConfig, ModelConfig, SFTConfig
+from muarl.train.config import ModelConfig, SFTConfig
 from muarl.train.model_setup import load_trainable
 from muarl.train.sft import save_full_model
 from muarl.types import Message
 from muarl.users.factory import make_user
 from muarl.users.llm import LLMUser
-
-
-def grpo_run(root: Path, finetune: str, seed: int = 3, chat_format: str = "chatml-hermes", steps: tuple[int, ...] = (10,)) -> Path:
-    """A GRPO run directory as the trainer leaves it: config.yaml and checkpoints (LoRA adapters get a
-    perturbed B so that they change the model)."""
-    cfg = GRPOConfig(out=str(root), seed=seed, model=ModelConfig(name="tiny-random", finetune=finetune, chat_format=chat_format))
-    model, tokenizer = load_trainable(cfg.model, seed=seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.requires_grad and (finetune == "full" or "lora_B" in name):
-                p.add_(0.05 * torch.randn_like(p))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "config.yaml").write_text(cfg.dump_yaml(), encoding="utf-8")
-    for step in steps:
-        save_checkpoint(root, step, model, tokenizer, optimizer, scheduler, {"position": 0})
-    return root
 
 
 def logits(model, ids: list[int]) -> torch.Tensor:

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "train": "muarl.cli.train:train",
     "sft": "muarl.cli.train:sft",
     "plot": "muarl.cli.train:plot",
+    "export": "muarl.cli.export:export",
 }
 
 

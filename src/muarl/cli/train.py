@@ -17,7 +17,7 @@ def _prepare_threads() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _need_training_extras() -> None:
+def need_training_extras() -> None:
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -35,7 +35,7 @@ def _need_training_extras() -> None:
 def train(config_path: str | None, out: str | None, steps: int | None, model_name: str | None, resume: bool, quiet: bool) -> None:
     """Train a policy with MUA-RL GRPO against the simulated user; draws the metrics at the end."""
     _prepare_threads()
-    _need_training_extras()
+    need_training_extras()
     from muarl.train.config import GRPOConfig
     from muarl.train.trainer import GRPOTrainer
 
@@ -63,7 +63,7 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
 def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None, quiet: bool) -> None:
     """Cold-start supervised fine-tuning on chat JSONL, loss on assistant tokens only."""
     _prepare_threads()
-    _need_training_extras()
+    need_training_extras()
     from muarl.train.config import SFTConfig
     from muarl.train.sft import run_sft
 

@@ -16,6 +16,7 @@ it knows nothing, but it runs the whole training stack in seconds, which is what
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,3 +155,15 @@ def load_causal_lm(name_or_path: str, seed: int = 0) -> tuple[Any, Any]:
         model.name_or_path = model.config.name_or_path = str(Path(source).resolve())
     return model, tokenizer
 
+
+
+def save_model_dir(model: Any, tokenizer: Any, target: Path) -> Path:
+    """``save_pretrained`` of model and tokenizer into ``target``, written under a temporary name and renamed,
+    so a reader never finds half a model (a PEFT model saves its adapter only)."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target

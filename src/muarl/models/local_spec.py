@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from muarl.models.chat_formats import format_of_template
-from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, ModelLoadError, load_causal_lm, load_tokenizer
+from muarl.models.chat_formats import format_of_template, get_chat_format
+from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, ModelLoadError, load_causal_lm, load_tokenizer, save_model_dir
 from muarl.models.precision import Precision, use_bf16
 
 if TYPE_CHECKING:
@@ -126,6 +126,19 @@ def load_local_model(model: LocalModel, merge: bool = True) -> tuple[Any, Any, s
             tokenizer = load_tokenizer(model.adapter)
     fmt = model.chat_format or getattr(format_of_template(tokenizer.chat_template), "name", None) or DEFAULT_CHAT_FORMAT
     return lm.eval(), tokenizer, fmt
+
+
+def export_model(path: str, out: Path, merge: bool = True) -> Path:
+    """Write ``local:PATH``'s model to ``out`` as a directory any Hugging Face loader reads: full weights (a LoRA
+    adapter merged in), or with ``merge=False`` a LoRA source's adapter alone. Its tokenizer carries the
+    model's chat format as its chat template. Refuses a non-empty ``out`` rather than overwrite it."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ModelLoadError(f"{out} exists and is not an empty directory; choose another --out")
+    model = resolve_local_model(path)
+    lm, tokenizer, chat_format = load_local_model(model, merge=merge)
+    tokenizer.chat_template = get_chat_format(chat_format).jinja_template
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return save_model_dir(lm, tokenizer, out)
 
 
 def context_length(model: Any, default: int = 4096) -> int:

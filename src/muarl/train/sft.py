@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ import torch
 
 from muarl.config import ConfigError
 from muarl.models.chat_formats import ChatFormat, get_chat_format
+from muarl.models.hf_loading import save_model_dir
 from muarl.rollout.store import atomic_write_text
 from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
@@ -241,14 +240,9 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
 
 
 def save_full_model(model: Any, tokenizer: Any, target: Path) -> Path:
-    """A standalone ``save_pretrained`` directory (LoRA merged into a copy), written atomically."""
+    """A standalone ``save_pretrained`` directory (LoRA merged into a copy), written atomically; the tokenizer
+    carries the chat template it was trained with (set by ``load_trainable``)."""
     import copy
 
     full = copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    full.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return target
+    return save_model_dir(full, tokenizer, target)
