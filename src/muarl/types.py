@@ -158,6 +158,13 @@ class ToolSpec(_Model):
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> ToolSpec:
+        """Reads an OpenAI tool schema (``{"type": "function", "function": {...}}``); KeyError/TypeError if it is not one."""
+        fn = data["function"]
+        return cls(name=fn["name"], description=fn.get("description", ""),
+                   parameters=fn.get("parameters", {"type": "object", "properties": {}}))
+
 
 class Action(_Model):
     """A gold action: a tool call the task's solution makes, in order."""

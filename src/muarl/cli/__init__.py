@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "sft": "muarl.cli.train:sft",
     "plot": "muarl.cli.train:plot",
     "export": "muarl.cli.export:export",
+    "serve": "muarl.cli.serve:serve",
 }
 
 

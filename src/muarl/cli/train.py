@@ -12,7 +12,7 @@ import click
 from muarl.rollout.config import ConfigError
 
 
-def _prepare_threads() -> None:
+def prepare_threads() -> None:
     # With busy-waiting OpenMP threads, 2-core training collapses when anything else runs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -34,7 +34,7 @@ def need_training_extras() -> None:
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def train(config_path: str | None, out: str | None, steps: int | None, model_name: str | None, resume: bool, quiet: bool) -> None:
     """Train a policy with MUA-RL GRPO against the simulated user; draws the metrics at the end."""
-    _prepare_threads()
+    prepare_threads()
     need_training_extras()
     from muarl.train.config import GRPOConfig
     from muarl.train.trainer import GRPOTrainer
@@ -62,7 +62,7 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None, quiet: bool) -> None:
     """Cold-start supervised fine-tuning on chat JSONL, loss on assistant tokens only."""
-    _prepare_threads()
+    prepare_threads()
     need_training_extras()
     from muarl.train.config import SFTConfig
     from muarl.train.sft import run_sft

@@ -45,17 +45,18 @@ class LocalChatClient:
 
     def policy_for(self, temperature: float | None = None, top_p: float | None = None, max_tokens: int | None = None) -> LocalPolicy:
         """The policy sampling with these options (ValueError when they are out of range)."""
-        base = self.policy.sampling
-        sampling = replace(base, temperature=base.temperature if temperature is None else temperature,
-                           top_p=base.top_p if top_p is None else top_p,
-                           max_new_tokens=base.max_new_tokens if max_tokens is None else max_tokens)
+        base = self.policy
+        sampling = replace(base.sampling, temperature=base.sampling.temperature if temperature is None else temperature,
+                           top_p=base.sampling.top_p if top_p is None else top_p,
+                           max_new_tokens=base.sampling.max_new_tokens if max_tokens is None else max_tokens)
         if sampling.max_new_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {sampling.max_new_tokens}")
         key = (sampling.temperature, sampling.top_p, sampling.max_new_tokens)
         policy = self._policies.get(key)
         if policy is None:
-            policy = LocalPolicy(self.policy.model, self.policy.tokenizer, self.policy.chat_format, sampling,
-                                 name=self.policy.name, batch=self.policy.generator is not None)
+            policy = LocalPolicy(base.model, base.tokenizer, base.chat_format, sampling, name=base.name,
+                                 share_prefix=base.prefix_cache is not None, batch=base.generator is not None,
+                                 max_batch_rows=base.generator.max_rows if base.generator is not None else 16)
             self._policies[key] = policy
             while len(self._policies) > MAX_POLICIES:
                 self._policies.popitem(last=False)

@@ -59,9 +59,7 @@ def read_conversations(path: str | Path) -> list[tuple[list[Message], list[ToolS
         try:
             row = json.loads(line)
             messages = [Message.from_openai(m) for m in row["messages"]]
-            tools = [ToolSpec(name=t["function"]["name"], description=t["function"].get("description", ""),
-                              parameters=t["function"].get("parameters", {"type": "object", "properties": {}}))
-                     for t in row.get("tools") or []]
+            tools = [ToolSpec.from_openai(t) for t in row.get("tools") or []]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}:{n}: not a {{messages, tools}} chat record ({type(exc).__name__}: {exc})") from None
         if not any(m.role == "assistant" for m in messages):
