@@ -113,8 +113,9 @@ def resolve_local_model(path: str) -> LocalModel:
 
 
 def load_local_model(model: LocalModel, merge: bool = True) -> tuple[Any, Any, str]:
-    """(model in eval mode, tokenizer, chat format name). A LoRA adapter is merged into the weights unless
-    ``merge`` is False (then the PEFT model is returned, e.g. to save the adapter alone)."""
+    """(model frozen in eval mode, tokenizer, chat format name). A LoRA adapter is merged into the weights
+    unless ``merge`` is False (then the PEFT model is returned, e.g. to save the adapter alone). Frozen: a
+    model loaded by spec serves (a user, an evaluated agent, a server) and is never trained."""
     lm, tokenizer = load_causal_lm(model.weights, seed=model.seed)
     if model.adapter is not None:
         from peft import PeftModel
@@ -125,7 +126,7 @@ def load_local_model(model: LocalModel, merge: bool = True) -> tuple[Any, Any, s
         if (Path(model.adapter) / "tokenizer_config.json").is_file():  # saved with the adapter: carries the template
             tokenizer = load_tokenizer(model.adapter)
     fmt = model.chat_format or getattr(format_of_template(tokenizer.chat_template), "name", None) or DEFAULT_CHAT_FORMAT
-    return lm.eval(), tokenizer, fmt
+    return lm.eval().requires_grad_(False), tokenizer, fmt
 
 
 def export_model(path: str, out: Path, merge: bool = True) -> Path:
