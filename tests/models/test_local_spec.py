@@ -155,13 +155,15 @@ def test_rollout_cli_with_local_agent_and_user(tmp_path):
     config = tmp_path / "rollout.yaml"
     config.write_text("max_context: 16000\nmax_tokens: 4\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["rollout", "--config", str(config), "--agent", "local:tiny-random", "--user", "local:tiny-random",
+    run = grpo_run(tmp_path / "run", "full")
+    result = CliRunner().invoke(main, ["rollout", "--config", str(config), "--agent", f"local:{run}", "--user", "local:tiny-random",
                                        "--limit", "1", "--max-turns", "1", "--precision", "fp32", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "agent local:tiny-random · user local:tiny-random" in result.output
-    run = json.loads((out / "run.json").read_text())
-    assert run["config"]["agent"] == "local:tiny-random" and run["config"]["precision"] == "fp32"
+    weights = f"local:{run / 'checkpoints' / 'step-000010' / 'model'}"
+    assert f"agent {weights} · user local:tiny-random" in result.output
+    info = json.loads((out / "run.json").read_text())
+    assert info["config"]["precision"] == "fp32" and (info["agent"], info["user"]) == (weights, "local:tiny-random")
     episode = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
-    assert episode["agent"] == episode["user"] == "local:tiny-random" and episode["termination"] != "error"
+    assert (episode["agent"], episode["user"]) == (weights, "local:tiny-random") and episode["termination"] != "error"
     bad = CliRunner().invoke(main, ["rollout", "--agent", f"local:{tmp_path / 'nowhere'}", "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "no such directory" in bad.output

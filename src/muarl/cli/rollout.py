@@ -87,7 +87,8 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     out = Path(cfg.out)
     if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
-    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
+    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "agent": agent.name, "user": user.name,
+                         "muarl_version": muarl.__version__,
                          "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(tasks)})
     loop = LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.token_budget, parallel_tool_calls=cfg.parallel_tool_calls)
 

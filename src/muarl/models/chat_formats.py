@@ -59,6 +59,7 @@ def _parse_call_body(body: str, call_id: str) -> ToolCall:
     args = _ARGUMENTS_IN_BROKEN_JSON.search(raw)
     return ToolCall(id=call_id, name=name.group(1) if name else "", arguments=args.group(1).strip() if args and name else raw)
 
+
 # The conversation-walking part of every format's Jinja template; ChatFormat.jinja_template prepends the
 # format's constants. Kept beside ChatFormat's rendering methods, which it mirrors line by line.
 _TEMPLATE_BODY = r"""{%- if messages and messages[0].role == "system" -%}

@@ -156,7 +156,6 @@ def load_causal_lm(name_or_path: str, seed: int = 0) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-
 def save_model_dir(model: Any, tokenizer: Any, target: Path) -> Path:
     """``save_pretrained`` of model and tokenizer into ``target``, written under a temporary name and renamed,
     so a reader never finds half a model (a PEFT model saves its adapter only)."""
