@@ -11,6 +11,8 @@ import sys
 import time
 
 import httpx
+from booking_world import toy_domain
+from scripted_parties import ScriptAgent, say
 from test_local_engine import ScriptedLM
 
 from muarl.models.local_chat import LocalChatClient
@@ -19,7 +21,9 @@ from muarl.models.local_spec import local_policy
 from muarl.models.openai_client import ChatClient
 from muarl.models.openai_server import LocalModelServer
 from muarl.models.tiny import tiny_random_lm
+from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Message, ToolSpec
+from muarl.users.factory import make_user
 
 LOOKUP = ToolSpec(name="lookup", description="Look up a key.", parameters={"type": "object", "properties": {"key": {"type": "string"}}})
 MUARL = [sys.executable, "-c", "from muarl.cli import main; main()"]
@@ -101,6 +105,23 @@ def test_concurrent_requests_are_decoded_together():
         turns = asyncio.run(go(server))
     assert len(turns) == 6 and all(t.usage.completion_tokens >= 1 for t in turns)
     assert client.policy_for(temperature=1.0).generator.stats.max_rows > 1
+
+
+def test_an_llm_user_served_over_http_plays_an_episode():
+    domain = toy_domain()
+
+    async def go(server):
+        user = make_user("llm:tiny", base_url=server.base_url, max_retries=0, temperature=1.0)
+        try:
+            return await run_episode(domain, domain.tasks("train")[0], ScriptAgent([say("Hello! Your name?")]), user,
+                                     config=LoopConfig(max_turns=2))
+        finally:
+            await user.aclose()
+
+    with LocalModelServer(tiny_client(max_new_tokens=5)) as server:
+        ep = asyncio.run(go(server))
+    assert ep.termination != "error" and ep.user == "llm:tiny" and ep.user_usage.requests == 3
+    assert 3 <= ep.user_usage.completion_tokens <= 15
 
 
 def test_models_route_and_bad_requests_get_json_400s():
