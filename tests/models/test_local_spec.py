@@ -132,6 +132,13 @@ def test_local_user_plays_the_customer_in_process_frozen(tmp_path):
     said = [m.content for m in ep.messages if m.role == "user"]
     assert len(said) == 3  # the user opened, then answered each agent turn
     assert all(torch.equal(a, b) for a, b in zip(weights, user.client.policy.model.parameters()))
+    # the user's lines follow from the episode seed: the same again with it, others with another
+    def lines(seed: int) -> list[str]:
+        again = asyncio.run(run_episode(domain, task, ScriptAgent([say("Hello! Your name?"), say("Thanks.")]), user, seed=seed,
+                                        config=LoopConfig(max_turns=2)))
+        return [m.content for m in again.messages if m.role == "user"]
+
+    assert lines(0) == said and lines(5) != said
     reflecting = make_user("local:tiny-random", strategy="reflection")
     assert reflecting.name == "local:tiny-random+reflection"
 

@@ -5,10 +5,13 @@ flipped (the agent's messages become ``user`` turns, its own earlier lines ``ass
 speak one line at a time, reveal only what is asked, invent nothing, and end with ``###STOP###`` when its
 goal is met (``###TRANSFER###`` when handed to a human, ``###OUT-OF-SCOPE###`` when the instruction does
 not cover what it is asked). A failing server surfaces as :class:`UserError` and an errored episode.
+Every request carries a ``seed`` derived from the episode seed (unless the sampling options set one), so a
+server that honours seeds makes the user's lines reproducible.
 """
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING, Any
 
 from muarl.models.base import ModelError
@@ -86,8 +89,10 @@ class LLMUserSession(UserSession):
     character and regenerates (up to ``max_checks`` times) when not; ``reflection`` has a second pass check
     the line against the instruction and rewrite it if it breaks character or leaks information."""
 
-    def __init__(self, simulator: LLMUser, task: Task):
+    def __init__(self, simulator: LLMUser, task: Task, seed: int = 0):
         self.simulator = simulator
+        self.seed = seed
+        self.requests = 0  # completions asked for so far: each gets its own seed derived from the episode's
         self.instruction = task.user.instruction
         prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
         if simulator.strategy == "react":
@@ -96,8 +101,12 @@ class LLMUserSession(UserSession):
         self.usage = Usage()
 
     async def _complete(self, messages: list[Message]) -> str:
+        # a seed per request, from the episode seed: a seeded server (vLLM, muarl serve, a local: user) then
+        # says the same lines on every run, and a resumed run's users say what the uninterrupted run's said
+        seed = random.Random(f"{self.seed}/user/{self.requests}").getrandbits(31)
+        self.requests += 1
         try:
-            turn = await self.simulator.client.complete(messages, **self.simulator.sampling)
+            turn = await self.simulator.client.complete(messages, **{"seed": seed, **self.simulator.sampling})
         except ModelError as exc:
             raise UserError(f"user simulator failed: {exc}") from None
         self.usage.add(turn.usage)
@@ -143,7 +152,7 @@ class LLMUser(UserSimulator):
         self.name = (name or f"llm:{client.model}") + ("" if strategy == "llm" else f"+{strategy}")
 
     def new_session(self, task: Task, seed: int) -> UserSession:
-        return LLMUserSession(self, task)
+        return LLMUserSession(self, task, seed)
 
     async def aclose(self) -> None:
         await self.client.aclose()
