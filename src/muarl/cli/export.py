@@ -15,7 +15,7 @@ from muarl.cli.train import need_training_extras
 @click.option("--merge", is_flag=True, help="Merge a LoRA adapter into full weights (without it, a LoRA source exports its adapter).")
 def export(source: str, out: str, merge: bool) -> None:
     """Export SOURCE (what local:SOURCE names: a checkpoint, run, model or adapter directory) to --out, with the
-    chat template it was trained with, loadable by AutoModelForCausalLM / AutoTokenizer and vLLM."""
+    chat template it was trained with, loadable by AutoModelForCausalLM and AutoTokenizer on their own."""
     need_training_extras()
     from muarl.models.hf_loading import ModelLoadError
     from muarl.models.local_spec import export_model
