@@ -23,13 +23,13 @@ from muarl.rollout.store import EPISODES_FILE, read_episodes, write_run_info
 from muarl.users.factory import make_user
 
 
-def _backend_factory(spec: str) -> BackendFactory:
+def _backend_factory(spec: str, timeout: float, max_retries: int) -> BackendFactory:
     if spec == "local":
         return LocalToolBackend
     if spec.startswith("mcp:"):
         from muarl.integrations.mcp_client import backend_factory_from_spec
 
-        return backend_factory_from_spec(spec)
+        return backend_factory_from_spec(spec, timeout=timeout, max_retries=max_retries)
     raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
 
 
@@ -61,6 +61,8 @@ def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain g
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
 @click.option("--max-turns", type=int, help="Agent turns per episode [30].")
+@click.option("--timeout", type=float, help="Seconds per model or MCP tool-server request [60].")
+@click.option("--max-retries", type=int, help="Retries of a failed model request or MCP session opening [3].")
 @click.option("--reward", help="Reward function [outcome].")
 @click.option("--seed", type=int, help="Run seed [0].")
 @click.option("--out", help="Run directory [runs/rollout].")
@@ -77,7 +79,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
                          max_retries=cfg.max_retries, concurrency=cfg.concurrency, strategy=cfg.user_strategy,
                          temperature=cfg.user_temperature)
-        backend = _backend_factory(cfg.tools)
+        backend = _backend_factory(cfg.tools, cfg.timeout, cfg.max_retries)
         reward_fn = make_reward(cfg.reward)
     except (ConfigError, ValueError, KeyError) as exc:
         raise click.UsageError(str(exc)) from None

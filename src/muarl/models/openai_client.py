@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from typing import Any
 
 import httpx
 
 from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.retries import back_off
 from muarl.types import Message, Task, ToolSpec, Usage
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -67,8 +67,7 @@ class ChatClient:
         url = f"{self.base_url}/chat/completions"
         problem = ""
         for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + random.random()))
+            await back_off(attempt, self.backoff)
             try:
                 async with self._semaphore:
                     response = await self._http.post(url, json=body)
