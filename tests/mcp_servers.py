@@ -18,12 +18,14 @@ from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 SERVE = [sys.executable, "-c", "from muarl.cli import main; main()", "serve-mcp", "--domain", "shop_world:load"]
+# the test world's folder, and whatever this process was given (a worktree's src/ before the installed muarl)
+PYTHONPATH = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
 
 
 def stdio_spec(prefix: tuple[str, ...] = ()) -> str:
     """``mcp:…`` for a stdio server; the SDK starts servers with a minimal environment, so the test world's
     path is passed explicitly. ``prefix`` runs before it (e.g. a shell that records the server's pid)."""
-    return "mcp:" + shlex.join([*prefix, "env", f"PYTHONPATH={TESTS_DIR}", *SERVE])
+    return "mcp:" + shlex.join([*prefix, "env", f"PYTHONPATH={PYTHONPATH}", *SERVE])
 
 
 def free_port() -> int:
@@ -54,10 +56,11 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def http_server(*options: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """``muarl serve-mcp --transport http`` on a free loopback port: the process and its endpoint URL."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+def http_server(*options: str, port: int | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``muarl serve-mcp --transport http`` on a loopback port (a free one by default): the process and its
+    endpoint URL."""
+    port = port or free_port()
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH}
     proc = subprocess.Popen([*SERVE, "--transport", "http", "--port", str(port), *options], env=env, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, proc)
@@ -114,3 +117,21 @@ def json_server(payload: dict) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextlib.contextmanager
+def in_process_http_server(app) -> Iterator[str]:  # noqa: ANN001
+    """Serve an ASGI ``app`` (e.g. ``mcp_server.http_app(domain)``) with uvicorn in a thread of this process,
+    so a test can look at the server's objects; yields the endpoint URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -20,6 +20,7 @@ pytest.importorskip("mcp")
 from muarl.integrations.mcp_client import backend_factory_from_spec  # noqa: E402
 from muarl.models.base import AgentSession, AgentTurn  # noqa: E402
 from muarl.rollout.episode import run_episode  # noqa: E402
+from muarl.rollout.backends import BackendError  # noqa: E402
 from muarl.rollout.runner import run_many  # noqa: E402
 from muarl.rollout.store import read_episodes  # noqa: E402
 from mcp_servers import http_server, json_server, silent_server, stdio_spec  # noqa: E402
@@ -130,3 +131,29 @@ def test_rollout_takes_the_tools_timeout_and_retries_from_its_options(tmp_path):
     assert result.exit_code == 3, result.output
     (episode,), _ = read_episodes(tmp_path / "episodes.jsonl")
     assert episode.reward is None and "no answer to initialize within 0.5 s" in episode.error
+
+
+def test_a_restarted_http_server_that_forgot_the_session_errors_the_episode():
+    """The new server answers the old session id with 404: the episode's state is gone, which the episode
+    must report as the server's failure, not show the agent as a tool refusal."""
+
+    async def scenario(url: str, restart) -> None:  # noqa: ANN001
+        backend = backend_factory_from_spec("mcp:" + url, timeout=10, max_retries=0)(load(), load().task("cancel_w1"))
+        try:
+            await backend.call("cancel_order", {"order_id": "#W1", "reason": "r"})
+            await asyncio.to_thread(restart)
+            with pytest.raises(BackendError, match="Session terminated"):
+                await backend.call("get_order", {"order_id": "#W1"})
+        finally:
+            await backend.aclose()
+
+    with http_server() as (first, url):
+        port = int(url.split(":")[2].split("/")[0])
+        with contextlib.ExitStack() as stack:
+
+            def restart() -> None:
+                first.kill()
+                first.wait()
+                stack.enter_context(http_server(port=port))
+
+            asyncio.run(scenario(url, restart))

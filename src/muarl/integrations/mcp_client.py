@@ -39,6 +39,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 T = TypeVar("T")
 
+# the SDK's error codes for a connection that closed, and for a session an HTTP server no longer knows (404,
+# e.g. expired while idle): the episode's state is gone, which is the server's failure, not a tool refusal
+SESSION_GONE = frozenset({mcp_types.CONNECTION_CLOSED, 32600})
+
 
 @dataclass(frozen=True)
 class MCPTarget:
@@ -199,8 +203,8 @@ class MCPToolBackend(ToolBackend):
         try:
             result = await self._answer(session.call_tool(name, arguments), f"tools/call {name}")
         except McpError as exc:
-            if exc.error.code == mcp_types.CONNECTION_CLOSED:
-                raise BackendError(f"MCP call {name} to {self.target} failed: the connection closed") from None
+            if exc.error.code in SESSION_GONE:
+                raise BackendError(f"MCP call {name} to {self.target} failed: {exc.error.message}") from None
             raise ToolError(str(exc.error.message)) from None  # a JSON-RPC error answer: the server refused this call
         except Exception as exc:  # noqa: BLE001 - transport failure or no answer in time
             raise BackendError(f"MCP call {name} to {self.target} failed: {describe(exc)}") from exc
