@@ -124,12 +124,19 @@ class Message(_Model):
 
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> Message:
-        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form."""
+        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form.
+
+        Raises ValueError when ``tool_calls`` is not a list of call objects (e.g. a server that gives names
+        as strings): that is not a message in either form, whatever the model meant."""
         calls = None
         if data.get("tool_calls"):
+            if not isinstance(data["tool_calls"], list):
+                raise ValueError(f"tool_calls must be a list of tool-call objects, not {data['tool_calls']!r}")
             calls = []
             for i, raw in enumerate(data["tool_calls"]):
-                fn = raw.get("function", raw)
+                fn = raw.get("function", raw) if isinstance(raw, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
+                    raise ValueError(f"tool_calls[{i}] is not a tool-call object with a function name: {raw!r}")
                 args = fn.get("arguments", "{}")
                 if not isinstance(args, str):
                     args = json.dumps(args)

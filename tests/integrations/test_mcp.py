@@ -16,7 +16,7 @@ from muarl.domains.base import ArgumentError, ToolError  # noqa: E402
 from muarl.integrations.mcp_client import MCPTarget, MCPToolBackend, backend_factory_from_spec, list_tool_specs  # noqa: E402
 from muarl.rollout.backends import BackendError, LocalToolBackend  # noqa: E402
 from muarl.rollout.episode import run_episode  # noqa: E402
-from mcp_servers import free_port, http_server, stdio_spec  # noqa: E402
+from servers import free_port, http_server, stdio_spec  # noqa: E402
 from shop_world import ListUser, PlanAgent, call, load, say  # noqa: E402
 
 

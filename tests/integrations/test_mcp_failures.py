@@ -23,7 +23,7 @@ from muarl.rollout.episode import run_episode  # noqa: E402
 from muarl.rollout.backends import BackendError  # noqa: E402
 from muarl.rollout.runner import run_many  # noqa: E402
 from muarl.rollout.store import read_episodes  # noqa: E402
-from mcp_servers import http_server, json_server, silent_server, stdio_spec  # noqa: E402
+from servers import http_server, json_server, silent_server, stdio_spec  # noqa: E402
 from shop_world import ListUser, PlanAgent, call, load, say  # noqa: E402
 
 LOOKUPS = [call("get_order", {"order_id": "#W1"})] * 3 + [say("Order #W1 is pending.")]

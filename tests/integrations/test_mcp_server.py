@@ -17,7 +17,7 @@ pytest.importorskip("mcp")
 
 from muarl.domains.base import State  # noqa: E402
 from muarl.integrations.mcp_server import http_app  # noqa: E402
-from mcp_servers import PYTHONPATH, SERVE, in_process_http_server  # noqa: E402
+from servers import PYTHONPATH, SERVE, in_process_http_server  # noqa: E402
 from shop_world import load  # noqa: E402
 
 

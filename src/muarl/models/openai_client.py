@@ -2,8 +2,11 @@
 
 :class:`ChatClient` owns one pooled HTTP connection, a concurrency bound, per-request timeouts and retries
 with exponential backoff for what is worth retrying (connection failures, timeouts, 408, 429, 5xx); other
-4xx answers fail at once with the server's message, since repeating a bad request cannot help. After the
-last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
+4xx answers fail at once with the server's message, since repeating a bad request cannot help. A 200 whose
+body is not a chat completion (not JSON, no choices, ``tool_calls`` that are strings rather than call
+objects) is the server failing to give one, so it is retried too; it is not shown to the agent as a
+malformed call, which is kept for calls the model wrote badly (unparsable arguments, unknown tools). After
+the last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
 """
 
 from __future__ import annotations
@@ -52,18 +55,15 @@ class ChatClient:
         body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages], **sampling}
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
-        data = await self._post(body)
-        try:
-            choice = data["choices"][0]["message"]
-            message = Message.from_openai({**choice, "role": "assistant"})
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ModelError(f"{self.base_url}: response is not a chat completion ({exc!r}): {str(data)[:300]}") from None
+        data, message = await self._post(body)
         raw_usage = data.get("usage") or {}
         usage = Usage(prompt_tokens=raw_usage.get("prompt_tokens", 0) or 0, completion_tokens=raw_usage.get("completion_tokens", 0) or 0, requests=1)
         self.usage.add(usage)
         return AgentTurn(message=message, usage=usage)
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], Message]:
+        """The response body and its assistant message, retrying failures, including a 200 whose body is not
+        a chat completion (a server that breaks the format this once may not the next time)."""
         url = f"{self.base_url}/chat/completions"
         problem = ""
         for attempt in range(self.max_retries + 1):
@@ -76,9 +76,14 @@ class ChatClient:
                 continue
             if response.status_code == 200:
                 try:
-                    return response.json()
+                    data = response.json()
                 except ValueError:
                     problem = f"invalid JSON body: {response.text[:200]!r}"
+                    continue
+                try:
+                    return data, assistant_message(data)
+                except ValueError as exc:
+                    problem = str(exc)
                     continue
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
             if response.status_code not in _RETRYABLE_STATUS:
@@ -87,6 +92,15 @@ class ChatClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def assistant_message(data: Any) -> Message:
+    """The assistant message of a chat-completion body; ValueError when the body is not one."""
+    try:
+        choice = data["choices"][0]["message"]
+        return Message.from_openai({**choice, "role": "assistant"})
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"response is not a chat completion ({exc}): {str(data)[:300]}") from None
 
 
 def client_for(spec: str, base_url: str | None, flag: str, api_key_env: str = "OPENAI_API_KEY", **options: Any) -> ChatClient:

@@ -1,5 +1,6 @@
-"""Real MCP servers for tests: ``muarl serve-mcp`` on the shop test world as a subprocess, over stdio or
-streamable HTTP on loopback, and raw loopback servers that misbehave (never answer, answer non-MCP JSON)."""
+"""Real servers for tests: ``muarl serve-mcp`` on the shop test world (a subprocess over stdio or streamable
+HTTP on loopback, or any ASGI app in a thread), and raw loopback servers that misbehave: one that never
+answers, one that answers every request with the same JSON (not MCP, not a chat completion)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def silent_server() -> Iterator[tuple[str, list[socket.socket]]]:
 
 @contextlib.contextmanager
 def json_server(payload: dict) -> Iterator[str]:
-    """A loopback HTTP server answering every request with ``payload`` as JSON (200): not MCP."""
+    """A loopback HTTP server answering every request, whatever its path, with ``payload`` as JSON (200)."""
     body = json.dumps(payload).encode()
 
     class Handler(BaseHTTPRequestHandler):
