@@ -6,22 +6,27 @@ with exponential backoff for what is worth retrying (connection failures, timeou
 body is not a chat completion (not JSON, no choices, ``tool_calls`` that are strings rather than call
 objects) is the server failing to give one, so it is retried too; it is not shown to the agent as a
 malformed call, which is kept for calls the model wrote badly (unparsable arguments, unknown tools). After
-the last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
+the last retry it raises :class:`ModelError`, which the episode loop records as an errored episode. A 400
+that says the prompt outgrew the model's context raises :class:`ContextFull` instead: for a policy that is
+its own failure (the episode ends ``context_full`` and is scored), not the server's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import Any
 
 import httpx
 
-from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
 from muarl.retries import back_off
 from muarl.types import Message, Task, ToolSpec, Usage
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+# How vLLM, SGLang, llama.cpp's server and OpenAI say a request's prompt outgrew the model's context (HTTP 400).
+_CONTEXT_FULL = re.compile(r"context[_ ]length|maximum context|context window|exceeds? the (?:model'?s? )?context|prompt is too long", re.I)
 
 
 class ChatClient:
@@ -86,6 +91,8 @@ class ChatClient:
                     problem = str(exc)
                     continue
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code == 400 and _CONTEXT_FULL.search(response.text):
+                raise ContextFull(f"{url}: {problem}")
             if response.status_code not in _RETRYABLE_STATUS:
                 break
         raise ModelError(f"{url} failed after {attempt + 1} attempt(s): {problem}")
