@@ -9,8 +9,8 @@ one fresh state per episode (for stdio, one subprocess per episode: about a seco
 Error results are turned back into the exceptions the episode loop expects: ``ArgumentError`` when the
 server marks the error ``bad_arguments`` (muarl servers do), ``ToolError`` otherwise, with a leading
 ``"Error: "`` removed so the agent sees the same observation as in process. A server that cannot be
-reached or breaks the protocol raises :class:`~muarl.rollout.backends.BackendError`: the episode errors
-rather than the agent being blamed.
+reached, breaks the protocol, does not answer within the timeout, dies or forgets the session mid-episode
+raises :class:`~muarl.rollout.backends.BackendError`: the episode errors rather than the agent being blamed.
 
 The final state hash is read from the ``muarl://state/hash`` resource; a server that does not offer it
 (any non-muarl server) yields ``""``, which never equals a gold hash, so only muarl servers can be scored.
