@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import muarl
+
 TESTS_DIR = Path(__file__).resolve().parent
 SERVE = [sys.executable, "-c", "from muarl.cli import main; main()", "serve-mcp", "--domain", "shop_world:load"]
-# the test world's folder, and whatever this process was given (a worktree's src/ before the installed muarl)
-PYTHONPATH = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+# the test world, and the muarl under test (not whichever one is installed)
+PYTHONPATH = os.pathsep.join([str(TESTS_DIR), str(Path(muarl.__file__).resolve().parents[1])])
 
 
 def stdio_spec(prefix: tuple[str, ...] = ()) -> str:

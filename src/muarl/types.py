@@ -4,7 +4,10 @@ Messages follow the OpenAI chat format (an assistant message carries ``tool_call
 is the raw JSON *string* the model produced, exactly as OpenAI-compatible servers return it): keeping the
 raw string is what lets a malformed call be shown back to the policy as an error instead of being lost.
 
-Everything here is a pydantic v2 model and round-trips through JSON lines. This module imports nothing
+Everything here is a pydantic v2 model and round-trips through JSON lines. Messages are written in the OpenAI
+form itself (a tool call as ``{id, type: "function", function: {name, arguments}}``, no null fields), so an
+episode file's messages can be sent to or compared with any OpenAI-compatible tool as they are; the flat form
+older episode files hold (``{id, name, arguments}``, nulls included) still reads. This module imports nothing
 else of muarl.
 """
 
@@ -14,7 +17,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
@@ -67,6 +70,19 @@ class ToolCall(_Model):
     name: str
     arguments: str = "{}"  # raw JSON text as generated; parsed (and validated) by the episode loop
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_openai_form(cls, data: Any) -> Any:
+        """``{id, type: "function", function: {name, arguments}}`` (as written since episodes use it) to our fields."""
+        if isinstance(data, dict) and isinstance(data.get("function"), dict) and data.get("type", "function") == "function":
+            fn = data["function"]
+            return {"id": data.get("id"), **{k: fn[k] for k in ("name", "arguments") if k in fn}}
+        return data
+
+    @model_serializer(mode="plain")
+    def _openai_form(self) -> dict[str, Any]:
+        return self.to_openai()
+
     @field_validator("name", "arguments")
     @classmethod
     def _encodable(cls, value: str) -> str:
@@ -111,6 +127,10 @@ class Message(_Model):
     @classmethod
     def _encodable(cls, value: str | None) -> str | None:
         return _valid_unicode(value)
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat-completions request expects it."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import print_summary
+from muarl.cli.evaluate import note_ungraded_nl, print_summary
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.rollout.config import ConfigError, RolloutConfig
@@ -57,7 +57,8 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
     write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
                          "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
-                         "agent": agent.name, "user": world.user.name})
+                         "agent": agent.name, "user": world.user.name,
+                         "tools": [t.to_openai() for t in world.domain.tools.specs()]})
 
     async def go():  # noqa: ANN202
         try:
@@ -73,6 +74,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     if result.skipped:
         click.echo(f"resumed: {result.skipped} episode(s) were already finished, {len(result.episodes)} run now", err=True)
     print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
+    note_ungraded_nl(episodes)
     click.echo(f"episodes: {out / EPISODES_FILE}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)

@@ -8,7 +8,7 @@ import click
 
 
 @click.command("serve-mcp")
-@click.option("--domain", "domain_spec", default="clinic", show_default=True, help="registered domain name, or package.module:factory")
+@click.option("--domain", "domain_spec", default="clinic", show_default=True, help="registered domain name, or package.module:factory marked @domain_factory")
 @click.option("--data-dir", default=None, help="the domain's data directory (for domains built from files)")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address")
@@ -22,10 +22,7 @@ def serve_mcp(domain_spec: str, data_dir: str | None, transport: str, host: str,
     from muarl.domains.spec import load_domain_spec
     from muarl.integrations.mcp_server import serve_http, serve_stdio
 
-    try:
-        domain = load_domain_spec(domain_spec, data_dir)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--domain") from None
+    domain = load_domain_spec(domain_spec, data_dir)
     if transport == "stdio":
         asyncio.run(serve_stdio(domain))
     else:
