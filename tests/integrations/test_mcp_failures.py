@@ -113,9 +113,12 @@ def test_an_endpoint_answering_non_mcp_json_times_out_then_errors_the_episode():
     assert seconds < 10
 
 
-def test_a_stdio_command_printing_non_mcp_json_errors_the_episode():
-    chatter = "import sys\nfor line in sys.stdin: print('{\"status\": \"ok\"}', flush=True)"
-    _, seconds = errored_in_bounded_time("mcp:" + shlex.join([sys.executable, "-c", chatter]))
+CHATTER = "import sys\nfor line in sys.stdin: print('{\"status\": \"ok\"}', flush=True)"
+
+
+@pytest.mark.parametrize("command", [[sys.executable, "-c", CHATTER], ["sleep", "600"]], ids=["non-MCP JSON", "silent"])
+def test_a_stdio_command_that_is_not_an_mcp_server_errors_the_episode(command):
+    _, seconds = errored_in_bounded_time("mcp:" + shlex.join(command))
     assert seconds < 15
 
 
