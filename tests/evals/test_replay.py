@@ -194,3 +194,12 @@ def test_tau2_results_in_tau2s_own_format_agree_with_their_rewards(tmp_path, tau
     assert out.exit_code == 0 and "agreeing with the record: 4/4" in out.output, out.output
     out = CliRunner().invoke(main, ["replay", str(path), "--domain", "tau2-retail", "--shipped-tasks"])
     assert out.exit_code == 0 and "agreeing with the record: 3/4" in out.output, out.output
+
+
+@pytest.mark.parametrize(("tasks", "message"), [(5, "'tasks' must be a list"), ([{"description": "no id"}], "task 0 is not a τ² task")])
+def test_embedded_tasks_that_are_not_tau2_tasks_are_named(tmp_path, tau2_retail, tasks, message):
+    path = tmp_path / "tau2_results.json"
+    path.write_text(json.dumps({"tasks": tasks, "simulations": []}))
+    with pytest.raises(ReplayInputError, match=message):
+        read_trajectories(path, tau2_retail)
+    assert read_trajectories(path, tau2_retail, embedded_tasks=False) == []  # not read when the shipped ones are asked for
