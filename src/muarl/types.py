@@ -4,7 +4,10 @@ Messages follow the OpenAI chat format (an assistant message carries ``tool_call
 is the raw JSON *string* the model produced, exactly as OpenAI-compatible servers return it): keeping the
 raw string is what lets a malformed call be shown back to the policy as an error instead of being lost.
 
-Everything here is a pydantic v2 model and round-trips through JSON lines. This module imports nothing
+Everything here is a pydantic v2 model and round-trips through JSON lines. Messages are written in the OpenAI
+form itself (a tool call as ``{id, type: "function", function: {name, arguments}}``, no null fields), so an
+episode file's messages can be sent to or compared with any OpenAI-compatible tool as they are; the flat form
+older episode files hold (``{id, name, arguments}``, nulls included) still reads. This module imports nothing
 else of muarl.
 """
 
@@ -14,7 +17,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
@@ -25,6 +28,7 @@ Termination = Literal[
     "terminal_tool",  # the agent called a terminal tool (transfer_to_human_agents)
     "max_turns",  # the agent used all its turns
     "token_budget",  # the conversation went over its token budget
+    "context_full",  # the policy's conversation outgrew its model's context: the policy's failure, scored
     "error",  # a model or user server failed after its retries: the episode has no reward
 ]
 
@@ -65,6 +69,19 @@ class ToolCall(_Model):
     id: str
     name: str
     arguments: str = "{}"  # raw JSON text as generated; parsed (and validated) by the episode loop
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_openai_form(cls, data: Any) -> Any:
+        """``{id, type: "function", function: {name, arguments}}`` (as written since episodes use it) to our fields."""
+        if isinstance(data, dict) and isinstance(data.get("function"), dict) and data.get("type", "function") == "function":
+            fn = data["function"]
+            return {"id": data.get("id"), **{k: fn[k] for k in ("name", "arguments") if k in fn}}
+        return data
+
+    @model_serializer(mode="plain")
+    def _openai_form(self) -> dict[str, Any]:
+        return self.to_openai()
 
     @field_validator("name", "arguments")
     @classmethod
@@ -111,6 +128,10 @@ class Message(_Model):
     def _encodable(cls, value: str | None) -> str | None:
         return _valid_unicode(value)
 
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat-completions request expects it."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -124,12 +145,19 @@ class Message(_Model):
 
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> Message:
-        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form."""
+        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form.
+
+        Raises ValueError when ``tool_calls`` is not a list of call objects (e.g. a server that gives names
+        as strings): that is not a message in either form, whatever the model meant."""
         calls = None
         if data.get("tool_calls"):
+            if not isinstance(data["tool_calls"], list):
+                raise ValueError(f"tool_calls must be a list of tool-call objects, not {data['tool_calls']!r}")
             calls = []
             for i, raw in enumerate(data["tool_calls"]):
-                fn = raw.get("function", raw)
+                fn = raw.get("function", raw) if isinstance(raw, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
+                    raise ValueError(f"tool_calls[{i}] is not a tool-call object with a function name: {raw!r}")
                 args = fn.get("arguments", "{}")
                 if not isinstance(args, str):
                     args = json.dumps(args)
@@ -236,15 +264,29 @@ class Usage(_Model):
 
 
 class RewardInfo(_Model):
-    """The reward and why: each named check, and what the final state looked like."""
+    """The reward and why: each named check, and what the final state looked like.
+
+    ``success`` is the one verdict everything reads (pass^k, the runner's progress, training's group
+    statistics): every reward function sets it, so a shaped ``reward`` (a turn penalty) never changes what
+    counts as solved. Files written before the field existed get the verdict pass^k used then.
+    """
 
     reward: float
+    success: bool
     state_match: bool
     outputs_found: dict[str, bool] = Field(default_factory=dict)
     final_hash: str
     gold_hash: str
     components: dict[str, float] = Field(default_factory=dict)  # reward variants' terms, if any
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_success(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "success" not in data and "state_match" in data:
+            found = data.get("outputs_found") or {}
+            data = {**data, "success": bool(data["state_match"]) and all(found.values())}
+        return data
 
 
 class TokenTrace(_Model):

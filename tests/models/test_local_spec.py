@@ -17,7 +17,8 @@ from saved_runs import grpo_run
 from scripted_parties import ScriptAgent, say
 
 from muarl.models.factory import make_agent
-from muarl.models.hf_loading import ModelLoadError, load_causal_lm
+from muarl.errors import InputError
+from muarl.models.hf_loading import load_causal_lm
 from muarl.models.local_chat import LocalChatClient
 from muarl.models.local_engine import LocalPolicy
 from muarl.models.local_spec import load_local_model, local_policy, resolve_local_model
@@ -39,12 +40,12 @@ def logits(model, ids: list[int]) -> torch.Tensor:
 def test_aliases_and_bad_paths(tmp_path):
     assert resolve_local_model("smollm2").weights == resolve_local_model("smollm2-135m-instruct").weights == "smollm2-135m-instruct"
     assert resolve_local_model("tiny-random").spec == "local:tiny-random"
-    with pytest.raises(ModelLoadError, match="no such directory"):
+    with pytest.raises(InputError, match="no such directory"):
         resolve_local_model(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ModelLoadError, match="holds no config.json or adapter_config.json"):
+    with pytest.raises(InputError, match="holds no config.json or adapter_config.json"):
         resolve_local_model(str(tmp_path / "empty"))
-    with pytest.raises(ModelLoadError, match="no such directory"):
+    with pytest.raises(InputError, match="no such directory"):
         make_agent(f"local:{tmp_path / 'nowhere'}")
 
 
@@ -174,3 +175,11 @@ def test_rollout_cli_with_local_agent_and_user(tmp_path):
     assert (episode["agent"], episode["user"]) == (weights, "local:tiny-random") and episode["termination"] != "error"
     bad = CliRunner().invoke(main, ["rollout", "--agent", f"local:{tmp_path / 'nowhere'}", "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "no such directory" in bad.output
+
+
+def test_a_local_user_out_of_context_errors_the_episode_not_scores_it():
+    domain = toy_domain()
+    user = make_user("local:tiny-random", max_context=64, precision="fp32")
+    ep = asyncio.run(run_episode(domain, domain.tasks("train")[0], ScriptAgent([say("Hello!")]), user))
+    assert ep.termination == "error" and ep.reward is None
+    assert ep.error.startswith("UserError: user simulator failed: episode context is full")

@@ -30,7 +30,7 @@ CONVERSATION = [Message(role="system", content="Be brief."), Message(role="user"
 
 def trained_run(tmp_path, finetune: str, chat_format: str):
     """A one-step GRPO run of the real trainer."""
-    model = ModelConfig(name="tiny-random", bf16=False, finetune=finetune, chat_format=chat_format, lora_r=4)
+    model = ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, chat_format=chat_format, lora_r=4)
     trainer = GRPOTrainer(config(tmp_path / f"run-{finetune}", model=model, steps=1), progress=False)
     trainer.start()
     trainer.train()
@@ -70,7 +70,7 @@ def test_sft_model_carries_the_chat_template(tmp_path):
     row = {"messages": [m.to_openai() for m in CONVERSATION] + [{"role": "assistant", "content": "Done."}], "tools": [TOOL.to_openai()]}
     data.write_text(json.dumps(row) + "\n")
     out = run_sft(SFTConfig(data=str(data), out=str(tmp_path / "sft"), max_steps=1, pack_length=2048,
-                            model=ModelConfig(name="tiny-random", bf16=False)), progress=False)
+                            model=ModelConfig(name="tiny-random", precision="fp32")), progress=False)
     _, tokenizer = load_causal_lm(str(out))
     assert tokenizer.chat_template == get_chat_format("chatml-hermes").jinja_template
     assert rendered_by_template(tokenizer) == ours("chatml-hermes")

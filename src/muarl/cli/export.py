@@ -17,11 +17,7 @@ def export(source: str, out: str, merge: bool) -> None:
     """Export SOURCE (what local:SOURCE names: a checkpoint, run, model or adapter directory) to --out, with the
     chat template it was trained with, loadable by AutoModelForCausalLM and AutoTokenizer on their own."""
     need_training_extras()
-    from muarl.models.hf_loading import ModelLoadError
     from muarl.models.local_spec import export_model
 
-    try:
-        path = export_model(source.removeprefix("local:"), Path(out), merge=merge)
-    except ModelLoadError as exc:
-        raise click.UsageError(str(exc)) from None
+    path = export_model(source.removeprefix("local:"), Path(out), merge=merge)  # a bad SOURCE or --out: InputError, exit 2
     click.echo(f"model written to {path}")

@@ -10,39 +10,14 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import print_summary
-from muarl.domains import load_domain
+from muarl.cli.evaluate import note_ungraded_nl, print_summary
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.models.hf_loading import ModelLoadError
-from muarl.reward import make_reward
-from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.config import ConfigError, RolloutConfig
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, read_episodes, write_run_info
-from muarl.users.factory import make_user
-
-
-def _backend_factory(spec: str) -> BackendFactory:
-    if spec == "local":
-        return LocalToolBackend
-    if spec.startswith("mcp:"):
-        from muarl.integrations.mcp_client import backend_factory_from_spec
-
-        return backend_factory_from_spec(spec)
-    raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
-
-
-def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain glue
-    tasks = domain.tasks(cfg.split)
-    if cfg.task_ids:
-        wanted = set(cfg.task_ids)
-        tasks = [t for t in tasks if t.id in wanted]
-        missing = wanted - {t.id for t in tasks}
-        if missing:
-            raise ConfigError(f"no task(s) {sorted(missing)} in {cfg.domain}/{cfg.split}; see `muarl tasks list`")
-    return tasks[: cfg.limit] if cfg.limit else tasks
+from muarl.rollout.world import build_world
 
 
 @click.command()
@@ -58,11 +33,14 @@ def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain g
 @click.option("--user", help="scripted | llm:MODEL | local:PATH [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
-@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of local:PATH models [auto].")
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH agent [auto].")
+@click.option("--user-precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH user [auto].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
 @click.option("--max-turns", type=int, help="Agent turns per episode [30].")
+@click.option("--timeout", type=float, help="Seconds per model or MCP tool-server request [60].")
+@click.option("--max-retries", type=int, help="Retries of a failed model request or MCP session opening [3].")
 @click.option("--reward", help="Reward function [outcome].")
 @click.option("--seed", type=int, help="Run seed [0].")
 @click.option("--out", help="Run directory [runs/rollout].")
@@ -72,40 +50,35 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     """Run episodes and print pass^k; every finished episode is on disk at once."""
     try:
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
-        domain = load_domain(cfg.domain, cfg.data_dir)
-        tasks = _select_tasks(cfg, domain)
+        world = build_world(cfg, cfg.concurrency)
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                            max_retries=cfg.max_retries, concurrency=cfg.concurrency, precision=cfg.precision,
                            max_context=cfg.max_context, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-        user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
-                         max_retries=cfg.max_retries, concurrency=cfg.concurrency, strategy=cfg.user_strategy,
-                         precision=cfg.precision, max_context=cfg.max_context, temperature=cfg.user_temperature)
-        backend = _backend_factory(cfg.tools)
-        reward_fn = make_reward(cfg.reward)
     except (ConfigError, ValueError, KeyError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
     if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
-    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "agent": agent.name, "user": user.name,
-                         "muarl_version": muarl.__version__,
-                         "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(tasks)})
-    loop = LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.token_budget, parallel_tool_calls=cfg.parallel_tool_calls)
+    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
+                         "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
+                         "agent": agent.name, "user": world.user.name,
+                         "tools": [t.to_openai() for t in world.domain.tools.specs()]})
 
     async def go():  # noqa: ANN202
         try:
-            return await run_many(domain, tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency, out=out / EPISODES_FILE,
-                                  resume=cfg.resume, seed=cfg.seed, config=loop, reward_fn=reward_fn, backend_factory=backend,
-                                  progress=not quiet)
+            return await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
+                                  out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=world.loop,
+                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet)
         finally:
             await agent.aclose()
-            await user.aclose()
+            await world.aclose()
 
     result = asyncio.run(go())
     episodes, _ = read_episodes(out / EPISODES_FILE)
     if result.skipped:
         click.echo(f"resumed: {result.skipped} episode(s) were already finished, {len(result.episodes)} run now", err=True)
-    print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {user.name}")
+    print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
+    note_ungraded_nl(episodes)
     click.echo(f"episodes: {out / EPISODES_FILE}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)

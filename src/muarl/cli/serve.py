@@ -26,16 +26,14 @@ def serve(path: str, host: str, port: int, precision: str, max_context: int | No
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise click.ClickException(f"serving needs the mcp extra ({exc.name} is missing): pip install 'muarl[mcp]'") from None
-    from muarl.models.hf_loading import ModelLoadError
     from muarl.models.local_chat import LocalChatClient
     from muarl.models.local_spec import local_policy
     from muarl.models.openai_server import LocalModelServer
 
+    # a PATH that names no model is an InputError: one line, exit 2
+    policy = local_policy(path.removeprefix("local:"), max_new_tokens=max_tokens, max_context=max_context, precision=precision)
     try:
-        policy = local_policy(path.removeprefix("local:"), max_new_tokens=max_tokens, max_context=max_context, precision=precision)
         server = LocalModelServer(LocalChatClient(policy, seed=seed), host=host, port=port)
-    except ModelLoadError as exc:
-        raise click.UsageError(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot bind {host}:{port}: {exc}") from None
     click.echo(f"serving {policy.name} at {server.base_url} (Ctrl-C to stop)", err=True)

@@ -10,6 +10,7 @@ import os
 import click
 
 from muarl.rollout.config import ConfigError
+from muarl.rollout.store import writable_dir
 
 
 def prepare_threads() -> None:
@@ -37,17 +38,21 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
     prepare_threads()
     need_training_extras()
     from muarl.train.config import GRPOConfig
-    from muarl.train.trainer import GRPOTrainer
+    from muarl.train.trainer import GRPOTrainer, TrainingError
 
     try:
         cfg = GRPOConfig.load(config_path, out=out, steps=steps)
         if model_name:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name})})
+        writable_dir(cfg.out)
         trainer = GRPOTrainer(cfg, progress=not quiet)
         trainer.start(resume=resume)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    trainer.train()
+    try:
+        trainer.train()
+    except TrainingError as exc:
+        raise click.ClickException(f"{exc} (the run stopped at step {trainer.step}; `muarl train --resume` continues it)") from None
     click.echo(f"done: {trainer.step} steps; metrics in {trainer.run_dir / 'metrics.jsonl'}")
     if cfg.plot:
         click.echo(f"figure: {trainer.run_dir / 'training_dynamics.png'}")
@@ -59,8 +64,10 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
 @click.option("--out", help="Run directory (overrides the config).")
 @click.option("--model", "model_name", help="Model to fine-tune (overrides the config).")
 @click.option("--epochs", type=float, help="Passes over the data (overrides the config).")
+@click.option("--allow-test-split", is_flag=True, help="Permit dialogues of a task split named test (they would train on the evaluation set).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None, quiet: bool) -> None:
+def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None,
+        allow_test_split: bool, quiet: bool) -> None:
     """Cold-start supervised fine-tuning on chat JSONL, loss on assistant tokens only."""
     prepare_threads()
     need_training_extras()
@@ -71,7 +78,7 @@ def sft(config_path: str | None, data: str | None, out: str | None, model_name: 
         cfg = SFTConfig.load(config_path, data=data, out=out, epochs=epochs)
         if model_name:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name})})
-        path = run_sft(cfg, progress=not quiet)
+        path = run_sft(cfg, progress=not quiet, allow_test_split=allow_test_split)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"model saved to {path}")

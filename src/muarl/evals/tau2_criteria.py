@@ -196,9 +196,15 @@ def evaluate_tau2(
         details["note"] = f"episode ended by {termination}: τ² scores it 0"
         reward = 0.0
     return RewardInfo(
-        reward=reward, state_match=state_match, outputs_found=found, final_hash=final_hash, gold_hash=gold_hash,
+        reward=reward, success=reward >= 1.0, state_match=state_match, outputs_found=found, final_hash=final_hash, gold_hash=gold_hash,
         components={b: components[b] for b in basis if b in components}, details=details,
     )
+
+
+def nl_ungraded(reward: RewardInfo | None) -> bool:
+    """Whether a τ² score left its NL assertions ungraded (no judge): a partial score, to be said so in summaries."""
+    details = reward.details if reward is not None else {}
+    return details.get("nl_judged") is False and "NL_ASSERTION" in details.get("reward_basis", [])
 
 
 def tau2_reward(judge_base_url: str | None = None, judge_model: str | None = None, judge_api_key: str | None = None, judge_temperature: float = 0.0) -> RewardFn:

@@ -65,7 +65,7 @@ class LocalChatClient:
 
     async def generate(self, messages: list[Message], tools: list[ToolSpec] | None = None, *, temperature: float | None = None,
                        top_p: float | None = None, max_tokens: int | None = None, seed: int | None = None) -> LocalCompletion:
-        """One assistant turn; ModelError when the conversation does not fit the context, ValueError (e.g.
+        """One assistant turn; ContextFull when the conversation does not fit the context, ValueError (e.g.
         ChatFormatError) when it cannot be rendered."""
         policy = self.policy_for(temperature, top_p, max_tokens)
         if not messages or messages[0].role != "system":

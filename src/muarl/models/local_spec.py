@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from muarl.models.chat_formats import format_of_template, get_chat_format
-from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, ModelLoadError, load_causal_lm, load_tokenizer, save_model_dir
+from muarl.errors import InputError
+from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm, load_tokenizer, save_model_dir
 from muarl.models.precision import Precision, use_bf16
 
 if TYPE_CHECKING:
@@ -65,19 +66,19 @@ def _run_config(run: Path | None) -> dict[str, Any]:
     try:
         config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ModelLoadError(f"{run / 'config.yaml'} is not valid YAML: {exc}") from None
+        raise InputError(f"{run / 'config.yaml'} is not valid YAML: {exc}") from None
     return config if isinstance(config, dict) and isinstance(config.get("model"), dict) else {}
 
 
 def resolve_local_model(path: str) -> LocalModel:
-    """The model ``local:PATH`` names (PATH without the prefix); raises ModelLoadError saying what is wrong."""
+    """The model ``local:PATH`` names (PATH without the prefix); raises InputError saying what is wrong."""
     if path in ALIASES:
         return LocalModel(weights=ALIASES[path], source=ALIASES[path])
     from muarl.train.checkpoint import latest_checkpoint
 
     where = Path(path).expanduser()
     if not where.is_dir():
-        raise ModelLoadError(f"local:{path}: no such directory; use smollm2, tiny-random, or a model, LoRA adapter, "
+        raise InputError(f"local:{path}: no such directory; use smollm2, tiny-random, or a model, LoRA adapter, "
                              "checkpoint or run directory")
     where = where.resolve()
     run: Path | None = None
@@ -85,7 +86,7 @@ def resolve_local_model(path: str) -> LocalModel:
         try:
             run, where = where, latest_checkpoint(where)
         except FileNotFoundError as exc:
-            raise ModelLoadError(str(exc)) from None
+            raise InputError(str(exc)) from None
     if (where / "trainer_state.json").is_file() and (where / "model").is_dir():  # a checkpoint
         run, where = run or where.parent.parent, where / "model"
     elif not _is_model_dir(where) and _is_model_dir(where / "model"):  # an SFT run
@@ -94,7 +95,7 @@ def resolve_local_model(path: str) -> LocalModel:
         in_checkpoint = (where.parent / "trainer_state.json").is_file()
         run = where.parent.parent.parent if in_checkpoint else where.parent
     if not _is_model_dir(where):
-        raise ModelLoadError(f"local:{path}: {where} holds no config.json or adapter_config.json "
+        raise InputError(f"local:{path}: {where} holds no config.json or adapter_config.json "
                              "(not a model, LoRA adapter, checkpoint or run directory)")
     config = _run_config(run)
     chat_format = config.get("model", {}).get("chat_format")
@@ -104,10 +105,10 @@ def resolve_local_model(path: str) -> LocalModel:
     try:
         adapter = json.loads((where / "adapter_config.json").read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{where / 'adapter_config.json'} is not valid JSON: {exc}") from None
+        raise InputError(f"{where / 'adapter_config.json'} is not valid JSON: {exc}") from None
     base = adapter.get("base_model_name_or_path") or config.get("model", {}).get("name")
     if not base:
-        raise ModelLoadError(f"LoRA adapter {where} names no base model (base_model_name_or_path) and is not in a run "
+        raise InputError(f"LoRA adapter {where} names no base model (base_model_name_or_path) and is not in a run "
                              "whose config.yaml names one")
     return LocalModel(weights=ALIASES.get(base, base), source=str(where), adapter=str(where), chat_format=chat_format, seed=seed)
 
@@ -134,7 +135,7 @@ def export_model(path: str, out: Path, merge: bool = True) -> Path:
     adapter merged in), or with ``merge=False`` a LoRA source's adapter alone. Its tokenizer carries the
     model's chat format as its chat template. Refuses a non-empty ``out`` rather than overwrite it."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ModelLoadError(f"{out} exists and is not an empty directory; choose another --out")
+        raise InputError(f"{out} exists and is not an empty directory; choose another --out")
     model = resolve_local_model(path)
     lm, tokenizer, chat_format = load_local_model(model, merge=merge)
     tokenizer.chat_template = get_chat_format(chat_format).jinja_template

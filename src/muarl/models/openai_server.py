@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from muarl.models.base import ModelError
+from muarl.models.base import ContextFull
 from muarl.models.local_chat import LocalChatClient
 from muarl.types import Message, ToolSpec
 
@@ -93,7 +93,7 @@ def create_app(client: LocalChatClient) -> Starlette:
         try:
             messages, tools, sampling, with_ids = parse_request(body)
             done = await client.generate(messages, tools, **sampling)
-        except (BadRequest, ModelError, ValueError) as exc:  # ValueError: sampling out of range, unrenderable role
+        except (BadRequest, ContextFull, ValueError) as exc:  # ValueError: sampling out of range, unrenderable role
             return _error(400, str(exc))
         except Exception as exc:  # noqa: BLE001 - the client gets a JSON error, never a traceback
             return _error(500, f"{type(exc).__name__}: {exc}", "server_error")

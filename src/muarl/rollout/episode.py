@@ -4,9 +4,11 @@ The loop, in order: the agent greets if the domain says so; the user opens; then
 text for the user (the user replies, maybe ending the conversation with a stop token) or tool calls (the
 first is run, or all of them with ``parallel_tool_calls``; every call gets a tool message so the history
 stays valid OpenAI format). It ends on a user stop token, a terminal tool, ``max_turns`` agent turns, or
-the token budget. Bad model output never ends it: unparsable arguments, unknown tools and arguments that
-do not fit the schema become error observations, counted in ``malformed_calls``. A model or user server
-that fails after its retries ends it as ``error`` with no reward, so it is never silently scored 0.
+the token budget, or when the conversation outgrows the policy model's context (``context_full``: the
+policy's failure, scored like any cut episode). Bad model output never ends it: unparsable arguments,
+unknown tools and arguments that do not fit the schema become error observations, counted in
+``malformed_calls``. A model, user or tool server that fails after its retries (or a part that fails to
+close) ends it as ``error`` with no reward, so it is never silently scored 0 and the run goes on.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from muarl.domains.base import ArgumentError, Domain, ToolError
-from muarl.models.base import Agent
+from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
 from muarl.types import Episode, Message, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
@@ -62,6 +64,29 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
     msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
     return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+
+
+async def _act_within_context(session: AgentSession, messages: list[Message]) -> AgentTurn | None:
+    """The agent's next turn, or None when its conversation no longer fits its model's context."""
+    try:
+        return await session.act(list(messages))
+    except ContextFull:
+        return None
+
+
+async def _close(*parts: AgentSession | ToolBackend | None) -> str | None:
+    """Close the agent's session and the tool backend. A failure is returned, not raised, so that it cannot
+    escape the episode (a tool server that died mid-run must give an errored episode, not stop the run) and
+    every part is still closed."""
+    problem = None
+    for part in parts:
+        if part is None:
+            continue
+        try:
+            await part.aclose()
+        except Exception as exc:  # noqa: BLE001
+            problem = problem or f"closing {type(part).__name__} failed: {type(exc).__name__}: {exc}"
+    return problem
 
 
 async def run_episode(
@@ -118,8 +143,11 @@ async def run_episode(
             timing = TurnTiming(turn=turns)
             timings.append(timing)
             t0 = time.perf_counter()
-            result = await session.act(list(messages))
+            result = await _act_within_context(session, messages)
             timing.agent_seconds = time.perf_counter() - t0
+            if result is None:
+                termination = "context_full"
+                break
             usage.add(result.usage)
             turns += 1
             msg = result.message
@@ -145,9 +173,9 @@ async def run_episode(
     except Exception as exc:  # noqa: BLE001 - recorded as an errored episode, never scored
         termination, error = "error", f"{type(exc).__name__}: {exc}"
     finally:
-        await session.aclose()
-        if backend is not None:
-            await backend.aclose()
+        closing_error = await _close(session, backend)
+    if closing_error and error is None:  # not silently dropped; errored episodes are run again by --resume
+        termination, error = "error", closing_error
 
     reward = None if termination == "error" else reward_fn(domain, task, final_hash, messages, turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments"))

@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from muarl.domains.base import Domain
+from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
@@ -53,6 +54,7 @@ async def run_many(
     reward_fn: RewardFn = outcome_reward,
     backend_factory: BackendFactory = LocalToolBackend,
     progress: bool = True,
+    desc: str | None = None,
 ) -> RunResult:
     """Run every (task, trial) not yet finished in ``out``; write each episode there as soon as it ends."""
     writer = EpisodeWriter(out, resume=resume) if out is not None else None
@@ -68,7 +70,7 @@ async def run_many(
                 config=config, reward_fn=reward_fn, backend_factory=backend_factory,
             )
 
-    bar = tqdm(total=len(todo), desc=f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(todo), desc=desc or f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
     successes = 0
     try:
         for next_done in asyncio.as_completed([one(t, k) for t, k in todo]):
@@ -76,7 +78,7 @@ async def run_many(
             if writer:
                 writer.write(episode)
             result.episodes.append(episode)
-            successes += bool(episode.reward and episode.reward.reward >= 1.0)
+            successes += succeeded(episode)
             bar.update(1)
             bar.set_postfix(success=f"{successes / len(result.episodes):.2f}", errored=result.errored, refresh=False)
     finally:

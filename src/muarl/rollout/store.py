@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from muarl.errors import InputError
 from muarl.types import Episode
 
 EPISODES_FILE = "episodes.jsonl"
@@ -37,13 +38,24 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+def writable_dir(path: str | Path) -> Path:
+    """``path``, created if needed and checked writable; an InputError naming it when it is not (a bad ``--out``)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise InputError(f"cannot write to the output directory {str(path)!r}: {exc.strerror or exc}") from None
+    return path
+
+
 def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
     """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash)."""
     episodes, bad = [], 0
     path = Path(path)
     if not path.exists():
         return [], 0
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:  # bytes: a line that is not UTF-8 is one more unreadable line, not a crash
         for line in f:
             if not line.strip():
                 continue
@@ -102,4 +114,4 @@ class EpisodeWriter:
 
 
 def write_run_info(run_dir: str | Path, info: dict) -> None:
-    atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(writable_dir(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")

@@ -12,9 +12,9 @@ from muarl.users.scripted import ScriptedUser
 
 def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
               max_retries: int = 3, concurrency: int = 8, strategy: str = "llm", precision: Precision = "auto",
-              max_context: int | None = None, max_tokens: int = 256, **sampling: Any) -> UserSimulator:
-    """``precision``, ``max_context`` and ``max_tokens`` (per user line) apply to ``local:`` users only; the
-    remaining sampling options (value None: the model's default) go with every completion."""
+              max_context: int | None = None, **sampling: Any) -> UserSimulator:
+    """``precision`` and ``max_context`` apply to ``local:`` users only; the sampling options (temperature,
+    max_tokens...; value None: the model's default) go with every completion."""
     if spec == "scripted":
         return ScriptedUser()
     from muarl.users.llm import LLMUser
@@ -29,6 +29,6 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
         from muarl.models.local_chat import LocalChatClient
         from muarl.models.local_spec import local_policy
 
-        policy = local_policy(spec.removeprefix("local:"), max_new_tokens=max_tokens, max_context=max_context, precision=precision)
+        policy = local_policy(spec.removeprefix("local:"), max_context=max_context, precision=precision)
         return LLMUser(LocalChatClient(policy), strategy=strategy, name=policy.name, **sampling)
     raise ValueError(f"unknown user {spec!r}: use scripted, llm:MODEL or local:PATH")

@@ -5,16 +5,13 @@ flipped (the agent's messages become ``user`` turns, its own earlier lines ``ass
 speak one line at a time, reveal only what is asked, invent nothing, and end with ``###STOP###`` when its
 goal is met (``###TRANSFER###`` when handed to a human, ``###OUT-OF-SCOPE###`` when the instruction does
 not cover what it is asked). A failing server surfaces as :class:`UserError` and an errored episode.
-Every request carries a ``seed`` derived from the episode seed (unless the sampling options set one), so a
-server that honours seeds makes the user's lines reproducible.
 """
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, Any
 
-from muarl.models.base import ModelError
+from muarl.models.base import ContextFull, ModelError
 from muarl.models.openai_client import ChatClient
 from muarl.types import Message, Task, Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, UserSession, UserSimulator, UserTurn, stop_reason
@@ -87,12 +84,16 @@ class LLMUserSession(UserSession):
     """One simulated customer. Strategies (τ-bench's names): ``llm`` answers directly; ``react`` reasons in a
     Thought line first and only the response is sent; ``verify`` asks the model whether its line is in
     character and regenerates (up to ``max_checks`` times) when not; ``reflection`` has a second pass check
-    the line against the instruction and rewrite it if it breaks character or leaks information."""
+    the line against the instruction and rewrite it if it breaks character or leaks information.
+
+    Every request carries a ``seed`` derived from the episode's seed and the request's number (unless the
+    user's sampling settings fix one), so a server that honours seeds (vLLM, SGLang, llama.cpp, OpenAI on a
+    best-effort basis) replays the same customer when an episode is re-run."""
 
     def __init__(self, simulator: LLMUser, task: Task, seed: int = 0):
         self.simulator = simulator
         self.seed = seed
-        self.requests = 0  # completions asked for so far: each gets its own seed derived from the episode's
+        self.requests = 0
         self.instruction = task.user.instruction
         prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
         if simulator.strategy == "react":
@@ -101,13 +102,11 @@ class LLMUserSession(UserSession):
         self.usage = Usage()
 
     async def _complete(self, messages: list[Message]) -> str:
-        # a seed per request, from the episode seed: a seeded server (vLLM, muarl serve, a local: user) then
-        # says the same lines on every run, and a resumed run's users say what the uninterrupted run's said
-        seed = random.Random(f"{self.seed}/user/{self.requests}").getrandbits(31)
-        self.requests += 1
         try:
-            turn = await self.simulator.client.complete(messages, **{"seed": seed, **self.simulator.sampling})
-        except ModelError as exc:
+            sampling = {"seed": (self.seed + self.requests) % 2**31, **self.simulator.sampling}
+            self.requests += 1
+            turn = await self.simulator.client.complete(messages, **sampling)
+        except (ModelError, ContextFull) as exc:  # ContextFull: a local user model's context (the user's, not the policy's)
             raise UserError(f"user simulator failed: {exc}") from None
         self.usage.add(turn.usage)
         return (turn.message.content or "").strip()

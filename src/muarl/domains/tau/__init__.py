@@ -33,10 +33,10 @@ from muarl.domains.tau.loader import (
     TAU2_SPLITS,
     V1_SPLITS,
     V1Source,
+    check_table,
     read_json,
     tau2_dir,
     tau2_tasks,
-    v1_task,
 )
 from muarl.types import Action, Task
 
@@ -50,7 +50,8 @@ class TauDomain(Domain):
 
     Some gold action lists contain calls the tools refuse (a product id that does not exist, a gift card that
     cannot pay); τ-bench and τ² show the refusal and carry on, so the refusal is part of the gold trajectory and
-    changes nothing. Arguments that do not fit a tool's schema still fail loudly: that would be our bug.
+    changes nothing. Arguments the tools cannot take (an unknown or missing name; in τ², a value of the wrong
+    type) still fail loudly: that would be our bug.
     """
 
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
@@ -73,13 +74,17 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
 
 
 def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir: DataDir) -> Domain:
+    """A τ-bench world. Its tools are untyped (see :class:`muarl.domains.base.Tool`): τ-bench hands the model's
+    JSON values to its Python tools unchecked, and some wrongly typed values go through and change the records
+    (``item_ids: ""`` requests a return of nothing; an integer zip is stored), so refusing them up front would
+    disagree with the benchmark that scores the agent."""
     source = V1Source.find(domain, data_dir)
 
     def load_tasks(split: str) -> list[Task]:
-        return [v1_task(name, split, i, raw) for i, raw in enumerate(source.raw_tasks(split))]
+        return source.tasks(name, split)
 
     return TauDomain(
-        name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools), policy=source.policy(),
+        name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools, typed=False), policy=source.policy(),
         task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
         description=f"τ-bench {domain} (data: {source.root})",
     )
@@ -110,8 +115,10 @@ def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Cal
 def tau2_retail(data_dir: DataDir = None, **options: Any) -> Domain:
     """τ²-bench retail: its own database (``db.json``), 16 tools, tasks train / test."""
     _no_options("tau2-retail", options)
-    db = read_json(tau2_dir("retail", data_dir) / "db.json")
-    return _tau2_domain("tau2-retail", "retail", {t: db[t] for t in ("users", "orders", "products")}, tau2_tools.RETAIL_TOOLS, data_dir)
+    path = tau2_dir("retail", data_dir) / "db.json"
+    db = read_json(path, dict)
+    tables = {t: check_table(db.get(t), f"{path} table {t!r}") for t in ("users", "orders", "products")}
+    return _tau2_domain("tau2-retail", "retail", tables, tau2_tools.RETAIL_TOOLS, data_dir)
 
 
 def tau2_airline(data_dir: DataDir = None, **options: Any) -> Domain:
