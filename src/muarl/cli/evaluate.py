@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from muarl.evals.passk import Summary, summarise
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
+from muarl.types import Episode
+
+EXIT_ERRORED = 3  # episodes errored (model, user or tool server failures): the metrics are incomplete or absent
+
+
+def fail_unscored(episodes: list[Episode], where: str | Path) -> NoReturn:
+    """Stop (exit 3) with what happened when a run has no scored episode: metrics of nothing are not results."""
+    errors = [ep.error for ep in episodes if ep.errored]
+    cause = f"all {len(errors)} errored, e.g. {errors[0]}" if errors else "there are none"
+    click.echo(f"error: no episode in {where} was scored: {cause}", err=True)
+    sys.exit(EXIT_ERRORED)
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -35,10 +49,13 @@ def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, boots
     episodes, bad = read_episodes(episodes_path(run))
     if not episodes:
         raise click.UsageError(f"no episodes in {episodes_path(run)}")
-    summary = summarise(latest_per_key(episodes), ks=list(ks) or None, bootstrap=bootstrap)
+    episodes = latest_per_key(episodes)
+    summary = summarise(episodes, ks=list(ks) or None, bootstrap=bootstrap)
     if as_json:
         click.echo(json.dumps(summary.to_json()))
-    else:
+    elif summary.n_tasks:
         print_summary(summary, per_task=per_task)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
+    if not summary.n_tasks:
+        fail_unscored(episodes, episodes_path(run))

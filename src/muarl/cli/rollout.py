@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import print_summary
+from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, print_summary
 from muarl.domains import load_domain
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
@@ -19,7 +19,7 @@ from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.config import ConfigError, RolloutConfig
 from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import EPISODES_FILE, read_episodes, write_run_info
+from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
 from muarl.users.factory import make_user
 
 
@@ -42,6 +42,23 @@ def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain g
         if missing:
             raise ConfigError(f"no task(s) {sorted(missing)} in {cfg.domain}/{cfg.split}; see `muarl tasks list`")
     return tasks[: cfg.limit] if cfg.limit else tasks
+
+
+def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
+    """The run.json of a resumed run: refused (usage error) when a setting differs from the interrupted run's,
+    since its episodes and the new ones would then be of two configurations in one file; otherwise it keeps
+    when the run started and adds when it was resumed."""
+    try:
+        previous = read_run_info(out)
+    except ValueError as exc:
+        raise click.UsageError(f"cannot resume: {exc}") from None
+    if previous is None:
+        raise click.UsageError(f"cannot resume {out}: it holds episodes but no {RUN_FILE}, so their settings are unknown; choose another --out")
+    conflicts = cfg.resume_conflicts(previous.get("config") or {})
+    if conflicts:
+        raise click.UsageError(f"cannot resume {out} with settings other than its run's ({'; '.join(conflicts)}): "
+                               "use the same ones, or choose another --out")
+    return {**info, "started": previous.get("started"), "resumed": [*previous.get("resumed", []), info["started"]]}
 
 
 @click.command()
@@ -82,27 +99,33 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     except (ConfigError, ValueError, KeyError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
-    if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
+    episodes_file = out / EPISODES_FILE
+    holds_run = episodes_file.exists() and episodes_file.stat().st_size > 0
+    if holds_run and not cfg.resume:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
-    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
-                         "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(tasks)})
+    info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
+            "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(tasks)}
+    write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
     loop = LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.token_budget, parallel_tool_calls=cfg.parallel_tool_calls)
 
     async def go():  # noqa: ANN202
         try:
-            return await run_many(domain, tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency, out=out / EPISODES_FILE,
+            return await run_many(domain, tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency, out=episodes_file,
                                   resume=cfg.resume, seed=cfg.seed, config=loop, reward_fn=reward_fn, backend_factory=backend,
-                                  progress=not quiet)
+                                  progress=not quiet, keep_episodes=False)
         finally:
             await agent.aclose()
             await user.aclose()
 
     result = asyncio.run(go())
-    episodes, _ = read_episodes(out / EPISODES_FILE)
+    episodes, _ = read_episodes(episodes_file)
     if result.skipped:
-        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {len(result.episodes)} run now", err=True)
-    print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {user.name}")
-    click.echo(f"episodes: {out / EPISODES_FILE}")
+        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {result.ran} run now", err=True)
+    summary = summarise(episodes, bootstrap=0)
+    if not summary.n_tasks:
+        fail_unscored(episodes, episodes_file)
+    print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {user.name}")
+    click.echo(f"episodes: {episodes_file}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
-        sys.exit(3)
+        sys.exit(EXIT_ERRORED)

@@ -3,7 +3,8 @@
 For testing and benchmarking the harness without a model: the client, the retries and the episode loop
 all run over real HTTP, and the server's answers are whatever ``policy(request_json)`` returns (an
 assistant message dict in OpenAI format). A policy that raises :class:`HTTPFailure` makes the server answer
-with that status, to exercise retries. Runs in a background thread (stdlib only); use as a context manager.
+with that status, to exercise retries; one that raises :class:`RawReply` makes it send those bytes as the body
+(a truncated or otherwise broken reply, as a failing server might send). Runs in a background thread (stdlib only); use as a context manager.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ Policy = Callable[[dict[str, Any]], dict[str, Any]]
 class HTTPFailure(Exception):
     def __init__(self, status: int, message: str = "injected failure"):
         super().__init__(message)
+        self.status = status
+
+
+class RawReply(Exception):
+    """Answer with exactly ``body`` (status ``status``) instead of a chat completion."""
+
+    def __init__(self, body: bytes, status: int = 200):
+        super().__init__(f"raw reply of {len(body)} bytes")
+        self.body = body
         self.status = status
 
 
@@ -43,8 +53,8 @@ class LoopbackServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                body = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes) -> None:
+                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -72,6 +82,9 @@ class LoopbackServer:
                     message = server.policy(request)
                 except HTTPFailure as exc:
                     self._send(exc.status, {"error": {"message": str(exc)}})
+                    return
+                except RawReply as exc:
+                    self._send(exc.status, exc.body)
                     return
                 except Exception as exc:  # noqa: BLE001 - a broken policy is a server error, as a real server's would be
                     self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})

@@ -4,6 +4,10 @@
 with exponential backoff for what is worth retrying (connection failures, timeouts, 408, 429, 5xx); other
 4xx answers fail at once with the server's message, since repeating a bad request cannot help. After the
 last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
+
+A reply is made writable where it enters: lone UTF-16 surrogates (which a server's JSON can carry as
+``\\ud800`` escapes) are replaced in every string of the decoded body, ids, names, arguments and content alike,
+so that no model output can make its episode impossible to write.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import httpx
 
 from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
-from muarl.types import Message, Task, ToolSpec, Usage
+from muarl.types import Message, Task, ToolSpec, Usage, valid_unicode
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -56,10 +60,10 @@ class ChatClient:
         try:
             choice = data["choices"][0]["message"]
             message = Message.from_openai({**choice, "role": "assistant"})
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raw_usage = data.get("usage") or {}
+            usage = Usage(prompt_tokens=raw_usage.get("prompt_tokens", 0) or 0, completion_tokens=raw_usage.get("completion_tokens", 0) or 0, requests=1)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"{self.base_url}: response is not a chat completion ({exc!r}): {str(data)[:300]}") from None
-        raw_usage = data.get("usage") or {}
-        usage = Usage(prompt_tokens=raw_usage.get("prompt_tokens", 0) or 0, completion_tokens=raw_usage.get("completion_tokens", 0) or 0, requests=1)
         self.usage.add(usage)
         return AgentTurn(message=message, usage=usage)
 
@@ -77,7 +81,7 @@ class ChatClient:
                 continue
             if response.status_code == 200:
                 try:
-                    return response.json()
+                    return valid_unicode(response.json())
                 except ValueError:
                     problem = f"invalid JSON body: {response.text[:200]!r}"
                     continue

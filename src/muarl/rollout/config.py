@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from pydantic import Field
 
 from muarl.config import ConfigError, YamlConfig
@@ -10,6 +12,12 @@ __all__ = ["ConfigError", "RolloutConfig"]
 
 
 class RolloutConfig(YamlConfig):
+    # what a resumed run may change: where and how fast episodes are run, and how many, but not how each one
+    # is produced (agent, user, domain, seed, ...), which would mix two configurations in one episodes file
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({
+        "resume", "out", "concurrency", "timeout", "max_retries", "agent_base_url", "user_base_url",
+        "agent_api_key_env", "user_api_key_env", "trials", "limit", "task_ids",
+    })
 
     domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
     data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
@@ -38,3 +46,13 @@ class RolloutConfig(YamlConfig):
     seed: int = Field(0, description="run seed; each (task, trial) derives its own")
     out: str = Field("runs/rollout", description="run directory (episodes.jsonl, run.json)")
     resume: bool = Field(False, description="complete an interrupted run in `out` instead of refusing to overwrite it")
+
+    def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
+        """The settings that differ from ``previous`` (the config of the run being resumed, as in its run.json)
+        and may not, each as "name: there -> now"; a setting the old run.json lacks counts as its default."""
+        now = self.model_dump(mode="json")
+        return [
+            f"{name}: {previous.get(name, field.default)!r} -> {now[name]!r}"
+            for name, field in type(self).model_fields.items()
+            if name not in self.RESUMABLE and previous.get(name, field.default) != now[name]
+        ]

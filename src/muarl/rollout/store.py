@@ -38,12 +38,15 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
-    """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash)."""
+    """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash).
+
+    Lines are read as bytes: a line torn inside a multi-byte UTF-8 character is then one unreadable line,
+    not a decoding error that would make the whole file unreadable."""
     episodes, bad = [], 0
     path = Path(path)
     if not path.exists():
         return [], 0
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -103,3 +106,17 @@ class EpisodeWriter:
 
 def write_run_info(run_dir: str | Path, info: dict) -> None:
     atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def read_run_info(run_dir: str | Path) -> dict | None:
+    """The run.json of a run directory, None if there is none; ValueError if it cannot be read."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        return None
+    try:
+        info = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not readable JSON ({exc})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return info
