@@ -4,12 +4,14 @@ For testing and benchmarking the harness without a model: the client, the retrie
 all run over real HTTP, and the server's answers are whatever ``policy(request_json)`` returns (an
 assistant message dict in OpenAI format). A policy that raises :class:`HTTPFailure` makes the server answer
 with that status, to exercise retries; one that raises :class:`RawReply` makes it send those bytes as the body
-(a truncated or otherwise broken reply, as a failing server might send). Runs in a background thread (stdlib only); use as a context manager.
+(a truncated or otherwise broken reply, as a failing server might send). Runs in a background thread
+(stdlib only); use as a context manager.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,15 @@ class RawReply(Exception):
         super().__init__(f"raw reply of {len(body)} bytes")
         self.body = body
         self.status = status
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (e.g. after its timeout) is the client's business, not a server error to print."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _approx_tokens(value: Any) -> int:
@@ -98,8 +109,7 @@ class LoopbackServer:
                     "usage": usage,
                 })
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
