@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 from muarl.cli import main
 from muarl.domains import load_domain
+from muarl.evals.passk import summarise
 from muarl.models.loopback_server import LoopbackServer
 from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
@@ -200,6 +201,22 @@ def test_a_run_that_keeps_no_episodes_has_flat_memory(clinic, tmp_path):
     peak_bytes(1)  # warm the domain's and the tools' caches
     small, large = peak_bytes(3), peak_bytes(12)
     assert large < 2 * small, (small, large)  # four times the episodes, not four times the memory
+
+
+def test_reading_outcomes_only_keeps_what_metrics_use_and_drops_the_transcripts(clinic, tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    tasks = clinic.tasks("test")[:4]
+    asyncio.run(run_many(clinic, tasks, OracleAgent(), ScriptedUser(), out=path, progress=False))
+    asyncio.run(run_many(clinic, tasks, ScriptAgent([], fail_at=0), LineUser(["Hi."]), trials=2, out=path, resume=True, progress=False))
+    full, _ = read_episodes(path)
+    outcomes, bad = read_episodes(path, outcomes_only=True)
+
+    def outcome(ep):
+        return ep.key, ep.termination, ep.error, ep.reward, ep.usage, ep.agent_turns, ep.malformed_calls, ep.seed
+
+    assert bad == 0 and [outcome(e) for e in outcomes] == [outcome(e) for e in full] and len(full) == 8
+    assert all(not (e.messages or e.tool_executions or e.timings) for e in outcomes) and all(e.messages for e in full)
+    assert summarise(outcomes, bootstrap=0) == summarise(full, bootstrap=0)
 
 
 def test_keep_episodes_false_needs_a_file_to_keep_them_in(clinic):

@@ -46,7 +46,7 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
     """Score a run directory (or an episodes JSONL file)."""
-    episodes, bad = read_episodes(episodes_path(run))
+    episodes, bad = read_episodes(episodes_path(run), outcomes_only=True)
     if not episodes:
         raise click.UsageError(f"no episodes in {episodes_path(run)}")
     episodes = latest_per_key(episodes)

@@ -118,7 +118,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
             await user.aclose()
 
     result = asyncio.run(go())
-    episodes, _ = read_episodes(episodes_file)
+    episodes, _ = read_episodes(episodes_file, outcomes_only=True)
     if result.skipped:
         click.echo(f"resumed: {result.skipped} episode(s) were already finished, {result.ran} run now", err=True)
     summary = summarise(episodes, bootstrap=0)

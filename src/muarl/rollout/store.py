@@ -37,11 +37,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
+# what metrics do not need: dropped per line by ``read_episodes(outcomes_only=True)``
+_TRANSCRIPT = {"messages": [], "tool_executions": [], "timings": [], "tokens": None}
+
+
+def read_episodes(path: str | Path, outcomes_only: bool = False) -> tuple[list[Episode], int]:
     """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash).
 
     Lines are read as bytes: a line torn inside a multi-byte UTF-8 character is then one unreadable line,
-    not a decoding error that would make the whole file unreadable."""
+    not a decoding error that would make the whole file unreadable. ``outcomes_only`` drops each episode's
+    transcript (messages, tool executions, timings, token trace) as it is read, keeping what metrics use, so
+    that scoring a long run does not hold all its conversations in memory."""
     episodes, bad = [], 0
     path = Path(path)
     if not path.exists():
@@ -51,9 +57,11 @@ def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
             if not line.strip():
                 continue
             try:
-                episodes.append(Episode.model_validate_json(line))
+                episode = Episode.model_validate_json(line)
             except ValueError:
                 bad += 1
+                continue
+            episodes.append(episode.model_copy(update=_TRANSCRIPT) if outcomes_only else episode)
     return episodes, bad
 
 
