@@ -225,16 +225,21 @@ def test_ten_thousand_random_messages_per_domain_never_break_the_loop_or_the_see
     domain = load_or_skip(name)
     tasks = domain.tasks(domain.splits[-1])
     output = RandomAgentOutput(domain, tasks, seed=zlib.crc32(name.encode()))
-    messages = episodes = 0
-    while messages < MESSAGES_PER_DOMAIN:
-        turns = [output.message() for _ in range(output.rng.randint(1, 20))]
-        agent, user = ScriptAgent(turns), LineUser(["Hi, I need help.", "Okay.", "Sure, go ahead."])
-        config = LoopConfig(max_turns=len(turns), parallel_tool_calls=output.rng.random() < 0.5)
-        episode = asyncio.run(run_episode(domain, tasks[episodes % len(tasks)], agent, user, seed=episodes, config=config))
-        assert episode.error is None and episode.reward is not None, episode.error
-        assert episode.termination in {"max_turns", "terminal_tool"}
-        answered_calls(episode)
-        assert Episode.model_validate_json(episode.model_dump_json()) == episode
-        messages += episode.agent_turns
-        episodes += 1
+
+    async def fuzz() -> int:
+        messages = episodes = 0
+        while messages < MESSAGES_PER_DOMAIN:
+            turns = [output.message() for _ in range(output.rng.randint(1, 20))]
+            agent, user = ScriptAgent(turns), LineUser(["Hi, I need help.", "Okay.", "Sure, go ahead."])
+            config = LoopConfig(max_turns=len(turns), parallel_tool_calls=output.rng.random() < 0.5)
+            episode = await run_episode(domain, tasks[episodes % len(tasks)], agent, user, seed=episodes, config=config)
+            assert episode.error is None and episode.reward is not None, episode.error
+            assert episode.termination in {"max_turns", "terminal_tool"}
+            answered_calls(episode)
+            assert Episode.model_validate_json(episode.model_dump_json()) == episode
+            messages += episode.agent_turns
+            episodes += 1
+        return messages
+
+    assert asyncio.run(fuzz()) >= MESSAGES_PER_DOMAIN
     assert domain.base.recompute_digest() == domain.base.digest  # no tool wrote through to the shared seed data
