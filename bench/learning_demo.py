@@ -74,7 +74,7 @@ FINAL_EVAL_RESERVE = 1.25  # the final evaluation is budgeted at this multiple o
 # (docs/benchmarks.md, third run), and a group without a success carries no signal.
 GRPO_DEFAULTS: dict[str, Any] = {
     "tasks_per_step": 1, "group_size": 8, "temperature": 0.5, "lr": 2e-5, "kl_coef": 0.001, "clip_low": 0.2,
-    "clip_high": 0.2, "micro_batch_size": 1, "drop_all_correct": True, "drop_all_wrong": True,
+    "clip_high": 0.2, "micro_batch_size": 1, "drop_uniform": True,
     "val_holdout": 0, "val_every": 0, "save_every": 1, "keep_checkpoints": 1,
 }
 # --pilot: the whole pipeline in minutes (tiny-random: seconds). Not a measurement of anything.
@@ -237,7 +237,7 @@ def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool) -> dict
     minutes = None if cfg.sft_max_steps else cfg.sft_fraction * cfg.budget_minutes
     sft_cfg = SFTConfig(data=str(demos), out=str(stage), seed=cfg.seed, epochs=cfg.sft_epochs, lr=cfg.sft_lr,
                         pack_length=cfg.pack_length, max_steps=cfg.sft_max_steps, time_limit_minutes=minutes,
-                        model=ModelConfig(name=cfg.model, bf16=cfg.bf16, finetune="full"))
+                        model=ModelConfig(name=cfg.model, precision="bf16" if cfg.bf16 else "fp32", finetune="full"))
     model_dir = run_sft(sft_cfg, progress=progress)
     rows = read_metrics(stage)
     return {"model": str(model_dir.resolve()), "steps": len(rows), "time_limit_minutes": minutes,
@@ -251,7 +251,7 @@ def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str) -> Any:
     fields = {**GRPO_DEFAULTS, "max_turns": cfg.max_turns, "max_new_tokens": cfg.max_new_tokens, "max_context": cfg.context,
               "max_difficulty": cfg.max_difficulty, **cfg.grpo}
     # full fine-tuning: the final evaluation loads the checkpoint's full weights
-    model = ModelConfig(name=sft_model, bf16=cfg.bf16, finetune="full")
+    model = ModelConfig(name=sft_model, precision="bf16" if cfg.bf16 else "fp32", finetune="full")
     try:
         return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=DOMAIN, split="train", steps=cfg.grpo_steps)
     except ValueError as exc:

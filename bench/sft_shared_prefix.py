@@ -54,7 +54,7 @@ def demonstrations(n: int, max_difficulty: int, out: Path) -> Path:
 def run_arm(data: Path, out: Path, share: bool, args: argparse.Namespace) -> list[dict[str, Any]]:
     cfg = SFTConfig(data=str(data), out=str(out), seed=0, epochs=100.0, lr=2e-5, pack_length=args.pack_length,
                     max_steps=args.steps, share_prefix=share,
-                    model=ModelConfig(name=TINY_MODEL if args.tiny else EMBEDDED_MODEL, bf16=not args.tiny, finetune="full"))
+                    model=ModelConfig(name=TINY_MODEL if args.tiny else EMBEDDED_MODEL, precision="bf16" if not args.tiny else "fp32", finetune="full"))
     run_sft(cfg, progress=False)
     return read_metrics(out)
 

@@ -60,7 +60,7 @@ def samples(prefix: list[int], n: int, vocab: int, end_of_turn: int, seed: int) 
 
 
 def arm(model: Any, tokenizer: Any, model_name: str, share: bool, micro_batch: int, bf16: bool) -> _UpdateOnlyTrainer:
-    cfg = GRPOConfig(model=ModelConfig(name=model_name, bf16=bf16), lr=1e-6, micro_batch_size=micro_batch,
+    cfg = GRPOConfig(model=ModelConfig(name=model_name, precision="bf16" if bf16 else "fp32"), lr=1e-6, micro_batch_size=micro_batch,
                      share_prefix=share, kl_coef=0.001, kl_estimator="k3", tasks_per_step=1, group_size=2)
     return _UpdateOnlyTrainer(cfg, model, tokenizer)
 

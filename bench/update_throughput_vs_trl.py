@@ -128,7 +128,7 @@ class _UpdateOnlyTrainer(MuarlGRPOTrainer):
 def muarl_arm(model: Any, tokenizer: Any, episodes: list[tuple[list[int], list[int]]], advantages: list[float],
               micro_batch: int, bf16: bool, model_name: str) -> tuple[Callable[[], float], Any]:
     cfg = MuarlGRPOConfig(
-        model=ModelConfig(name=model_name, bf16=bf16), lr=LR, micro_batch_size=micro_batch, clip_low=CLIP,
+        model=ModelConfig(name=model_name, precision="bf16" if bf16 else "fp32"), lr=LR, micro_batch_size=micro_batch, clip_low=CLIP,
         clip_high=CLIP, kl_coef=KL_COEF, kl_estimator="k3", aggregation="token-mean", grad_clip=GRAD_CLIP,
         group_size=len(episodes), tasks_per_step=1,
     )

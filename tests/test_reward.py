@@ -71,9 +71,10 @@ def test_turn_penalised_costs_turns_on_successes_only(clinic, answered):
     fn = turn_penalised(penalty=0.05, floor=0.2)
     win = fn(clinic, task, gold, [say(task.outputs[0])], 4)
     assert win.reward == pytest.approx(0.8) and win.components == {"outcome": 1.0, "turn_penalty": pytest.approx(-0.2)}
+    assert win.success  # shaping the reward does not change what counts as solved
     assert fn(clinic, task, gold, [say(task.outputs[0])], 40).reward == 0.2  # never below the floor
     loss = fn(clinic, task, "wrong", [say(task.outputs[0])], 4)
-    assert loss.reward == 0.0 and loss.components == {}
+    assert loss.reward == 0.0 and loss.components == {} and not loss.success
 
 
 def test_make_reward_by_name():

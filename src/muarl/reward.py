@@ -6,7 +6,8 @@ server) are scored the same way as in-process ones.
 ``outcome``: 1.0 when the final database equals the one reached by replaying the task's gold actions (state
 hashes match) *and* every required output appears in some message the agent sent to the user
 (case-insensitive, commas removed, as in τ-bench); else 0.0. Variants wrap it and record their terms in
-``components`` so that the binary verdict stays visible.
+``components``; every reward function sets ``RewardInfo.success``, the binary verdict that pass^k and
+training's group statistics read, so shaping the reward never changes what counts as solved.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def outcome_reward(domain: Domain, task: Task, final_hash: str, messages: Sequen
     said = [normalise_output(t) for t in said_to_user(messages)]
     found = {out: any(normalise_output(out) in s for s in said) for out in task.outputs}
     state_match = final_hash == gold_hash
-    reward = 1.0 if state_match and all(found.values()) else 0.0
-    return RewardInfo(reward=reward, state_match=state_match, outputs_found=found, final_hash=final_hash, gold_hash=gold_hash)
+    success = state_match and all(found.values())
+    return RewardInfo(reward=float(success), success=success, state_match=state_match, outputs_found=found,
+                      final_hash=final_hash, gold_hash=gold_hash)
 
 
 def turn_penalised(penalty: float = 0.01, floor: float = 0.0) -> RewardFn:

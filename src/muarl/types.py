@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
@@ -25,6 +25,7 @@ Termination = Literal[
     "terminal_tool",  # the agent called a terminal tool (transfer_to_human_agents)
     "max_turns",  # the agent used all its turns
     "token_budget",  # the conversation went over its token budget
+    "context_full",  # the policy's conversation outgrew its model's context: the policy's failure, scored
     "error",  # a model or user server failed after its retries: the episode has no reward
 ]
 
@@ -236,15 +237,29 @@ class Usage(_Model):
 
 
 class RewardInfo(_Model):
-    """The reward and why: each named check, and what the final state looked like."""
+    """The reward and why: each named check, and what the final state looked like.
+
+    ``success`` is the one verdict everything reads (pass^k, the runner's progress, training's group
+    statistics): every reward function sets it, so a shaped ``reward`` (a turn penalty) never changes what
+    counts as solved. Files written before the field existed get the verdict pass^k used then.
+    """
 
     reward: float
+    success: bool
     state_match: bool
     outputs_found: dict[str, bool] = Field(default_factory=dict)
     final_hash: str
     gold_hash: str
     components: dict[str, float] = Field(default_factory=dict)  # reward variants' terms, if any
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_success(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "success" not in data and "state_match" in data:
+            found = data.get("outputs_found") or {}
+            data = {**data, "success": bool(data["state_match"]) and all(found.values())}
+        return data
 
 
 class TokenTrace(_Model):

@@ -81,3 +81,13 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
         lo, hi = s.ci95[f"pass^{k}"]
         assert 0.0 <= lo <= s.pass_hat_k[k] <= hi <= 1.0 and lo < hi
     assert summarise(episodes, bootstrap=500, seed=1).ci95 == s.ci95
+
+
+def test_success_is_the_reward_functions_verdict_and_old_files_get_the_old_one():
+    shaped = RewardInfo(reward=0.93, success=True, state_match=True, final_hash="f", gold_hash="f")
+    episode = Episode(task_id="a", domain="d", split="test", termination="user_stop", reward=shaped)
+    assert succeeded(episode) and summarise([episode]).pass_hat_k[1] == 1.0
+    judged_out = RewardInfo(reward=0.0, success=False, state_match=True, outputs_found={"x": True}, final_hash="f", gold_hash="f")
+    assert not succeeded(Episode(task_id="a", domain="d", split="test", termination="user_stop", reward=judged_out))
+    legacy = RewardInfo.model_validate_json('{"reward": 1.0, "state_match": true, "outputs_found": {"x": false}, "final_hash": "f", "gold_hash": "f"}')
+    assert legacy.success is False  # what pass^k counted before the field existed: state and outputs

@@ -156,11 +156,12 @@ def test_session_refuses_a_rewritten_history():
     assert asyncio.run(session.act(history + [turn.message, Message(role="user", content="?")])).usage.requests == 1
 
 
-def test_context_limit_is_a_model_error():
+def test_a_full_context_is_the_policys_failure_not_a_server_error():
     model, tok = tiny_random_lm(seed=2)
     policy = LocalPolicy(model, tok, sampling=SamplingConfig(max_context=8))
     session = policy.new_session(Task(id="x", domain="toy", split="train", user=UserScenario(instruction="")), [], 0)
-    from muarl.models.base import ModelError
+    from muarl.models.base import ContextFull, ModelError
 
-    with pytest.raises(ModelError, match="context is full"):
+    assert not issubclass(ContextFull, ModelError)  # the episode loop scores it instead of erroring the episode
+    with pytest.raises(ContextFull, match="context is full"):
         asyncio.run(session.act([Message(role="system", content="a long system prompt " * 4)]))

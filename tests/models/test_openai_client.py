@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from muarl.cli import main
 from muarl.domains import load_domain
-from muarl.models.base import ModelError
+from muarl.models.base import ContextFull, ModelError
 from muarl.models.loopback_server import HTTPFailure, LoopbackServer
 from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
@@ -37,6 +37,14 @@ def clinic():
 
 def _client(server: LoopbackServer, **kw) -> ChatClient:
     return ChatClient(server.base_url, "test-model", api_key="k", backoff=0.001, **kw)
+
+
+async def say_hi(server: LoopbackServer, **kw) -> None:
+    client = _client(server, **kw)
+    try:
+        await client.complete([Message(role="user", content="hi")])
+    finally:
+        await client.aclose()
 
 
 def _closed_port_url() -> str:
@@ -127,33 +135,45 @@ def test_client_errors_are_not_retried():
     def policy(request):
         raise HTTPFailure(400, "bad request: unknown field")
 
-    async def go(server):
-        client = _client(server, max_retries=5)
-        try:
-            await client.complete([Message(role="user", content="hi")])
-        finally:
-            await client.aclose()
-
     with LoopbackServer(policy) as server:
         with pytest.raises(ModelError, match="400.*unknown field"):
-            asyncio.run(go(server))
+            asyncio.run(say_hi(server, max_retries=5))
         assert server.requests == 1
+
+
+@pytest.mark.parametrize("says", [
+    "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens",  # vLLM
+    "The input (5000 tokens) is longer than the model's context length (4096 tokens).",  # SGLang
+    '{"code": "context_length_exceeded"}',  # OpenAI
+])
+def test_a_prompt_over_the_context_is_the_policys_failure_not_the_servers(clinic, tmp_path, says):
+    """HTTP 400 'context length' raises ContextFull (not retried); the episode ends context_full and is scored."""
+    def policy(request):
+        raise HTTPFailure(400, says)
+
+    with LoopbackServer(policy) as server:
+        with pytest.raises(ContextFull):
+            asyncio.run(say_hi(server, max_retries=5))
+        assert server.requests == 1
+
+        async def episode_over_http():
+            agent = OpenAIAgent(_client(server, max_retries=0))
+            try:
+                return await run_episode(clinic, clinic.tasks("test")[0], agent, ScriptedUser())
+            finally:
+                await agent.aclose()
+
+        episode = asyncio.run(episode_over_http())
+    assert episode.termination == "context_full" and episode.reward is not None and not episode.reward.success
 
 
 def test_retries_give_up_with_model_error_after_max_retries():
     def policy(request):
         raise HTTPFailure(502)
 
-    async def go(server):
-        client = _client(server, max_retries=2)
-        try:
-            await client.complete([Message(role="user", content="hi")])
-        finally:
-            await client.aclose()
-
     with LoopbackServer(policy) as server:
         with pytest.raises(ModelError, match=r"3 attempt\(s\).*502"):
-            asyncio.run(go(server))
+            asyncio.run(say_hi(server, max_retries=2))
         assert server.requests == 3
 
 

@@ -16,7 +16,7 @@ import dataclasses
 import pytest
 
 from muarl.domains import load_domain
-from muarl.models.base import ModelError
+from muarl.models.base import ContextFull, ModelError
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, stop_reason
@@ -155,3 +155,12 @@ def test_episode_records_identity_and_seed(clinic, task):
     ep = asyncio.run(run_episode(clinic, task, ScriptAgent([]), LineUser([STOP]), trial=4, seed=99))
     assert (ep.task_id, ep.domain, ep.split, ep.trial, ep.seed, ep.agent, ep.user) == (task.id, "clinic", "test", 4, 99, "script", "lines")
     assert ep.key == (task.id, 4) and ep.seconds >= 0
+
+
+def test_a_policy_that_outgrows_its_context_fails_the_episode_but_is_scored(clinic, task):
+    """Overflow is the policy's doing (it rambled or looped): scored like a cut episode, never 'errored'."""
+    agent = ScriptAgent([say("Hello.")], fail_at=1, error=ContextFull("episode context is full (4096 of max_context=4096 tokens)"))
+    ep = run(clinic, task, agent, LineUser(["Hi.", "Ok."]))
+    assert ep.termination == "context_full" and not ep.errored and ep.error is None
+    assert ep.reward is not None and ep.reward.reward == 0.0 and ep.reward.success is False
+    assert ep.agent_turns == 1

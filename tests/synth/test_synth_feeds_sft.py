@@ -22,7 +22,7 @@ def test_offline_clinic_synthesis_trains_with_sft_unchanged(tmp_path):
     conversations = read_conversations(data)
     assert conversations and all(any(m.role == "assistant" and m.tool_calls for m in msgs) for msgs, _ in conversations)
     cfg = SFTConfig(data=str(data), out=str(tmp_path / "sft"), epochs=1, pack_length=12288,  # the tiny tokenizer is byte-level: ~10k tokens a dialogue
-                    model=ModelConfig(name="tiny-random", bf16=False))
+                    model=ModelConfig(name="tiny-random", precision="fp32"))
     run_sft(cfg, progress=False)
     losses = [r["loss"] for r in read_metrics(tmp_path / "sft")]
     assert losses and all(loss > 0 for loss in losses)
@@ -31,6 +31,6 @@ def test_offline_clinic_synthesis_trains_with_sft_unchanged(tmp_path):
 def test_a_pack_length_that_leaves_no_assistant_token_is_refused_not_trained_at_zero_loss(tmp_path):
     asyncio.run(synthesize(SynthConfig(domain="clinic", split="train", limit=2, out=str(tmp_path / "synth"), parquet=False), progress=False))
     cfg = SFTConfig(data=str(tmp_path / "synth" / "sft_train.jsonl"), out=str(tmp_path / "sft"), pack_length=512,
-                    model=ModelConfig(name="tiny-random", bf16=False))
+                    model=ModelConfig(name="tiny-random", precision="fp32"))
     with pytest.raises(ConfigError, match="raise pack_length"):
         run_sft(cfg, progress=False)

@@ -26,7 +26,7 @@ def test_plot_draws_a_png_from_metrics(tmp_path):
 def test_train_command_runs_a_tiny_config(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("muarl.domains", fromlist=["DOMAINS"]).DOMAINS, "toy", "booking_world:load")
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text("domain: toy\nmodel:\n  name: tiny-random\n  bf16: false\nsteps: 1\ntasks_per_step: 1\n"
+    cfg.write_text("domain: toy\nmodel:\n  name: tiny-random\n  precision: fp32\nsteps: 1\ntasks_per_step: 1\n"
                    "group_size: 2\nmax_turns: 1\nmax_new_tokens: 4\nmax_context: 1024\n")
     result = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(tmp_path / "run"), "--quiet"])
     assert result.exit_code == 0, result.output

@@ -100,7 +100,7 @@ def test_sft_time_limit_stops_after_the_step_that_crosses_it(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text((line + "\n") * 4)
     # rows of 400 tokens hold one conversation (334 tiny tokens) each: 4 rows an epoch
-    base = {"data": str(data), "epochs": 5, "pack_length": 400, "model": ModelConfig(name="tiny-random", bf16=False)}
+    base = {"data": str(data), "epochs": 5, "pack_length": 400, "model": ModelConfig(name="tiny-random", precision="fp32")}
     run_sft(SFTConfig(**base, out=str(tmp_path / "capped"), max_steps=3), progress=False)
     assert len(read_metrics(tmp_path / "capped")) == 3
     run_sft(SFTConfig(**base, out=str(tmp_path / "timed"), time_limit_minutes=1e-9), progress=False)

@@ -119,7 +119,7 @@ def test_suffix_groups_fill_up_to_the_length_and_cut_long_conversations():
 def test_tiny_sft_run_lowers_the_loss_and_saves_a_loadable_model(tmp_path, finetune, share):
     data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION] * 3)
     cfg = SFTConfig(data=str(data), out=str(tmp_path / "run"), epochs=20, lr=1e-2, pack_length=4096, share_prefix=share,
-                    model=ModelConfig(name="tiny-random", bf16=False, finetune=finetune, lora_r=8))
+                    model=ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=8))
     out = run_sft(cfg, progress=False)
     rows = read_metrics(tmp_path / "run")
     losses = [r["loss"] for r in rows]

@@ -103,8 +103,8 @@ def toy_registered(monkeypatch):
 def test_grpo_update_with_and_without_prefix_sharing_lands_on_the_same_weights(tmp_path, toy_registered, finetune):
     def trainer(name: str, share: bool) -> GRPOTrainer:
         cfg = GRPOConfig(out=str(tmp_path / name), domain="toy", steps=1, tasks_per_step=1, group_size=4, max_turns=2,
-                         max_new_tokens=8, max_context=1024, micro_batch_size=2, lr=1e-3, plot=False,
-                         model=ModelConfig(name="tiny-random", bf16=False, finetune=finetune, lora_r=4), share_prefix=share)
+                         max_new_tokens=8, max_context=1024, micro_batch_size=2, lr=1e-4, plot=False,
+                         model=ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=4), share_prefix=share)
         return GRPOTrainer(cfg, progress=False)
 
     plain, shared = trainer("plain", False), trainer("shared", True)

@@ -4,16 +4,19 @@ resumed run lands on the same weights as an uninterrupted one."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import torch
 
 from muarl.domains import DOMAINS
+from muarl.models import precision
 from muarl.rollout.config import ConfigError
+from muarl.rollout.store import read_episodes
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.trainer import GRPOTrainer
-from muarl.types import RewardInfo
+from muarl.train.trainer import GRPOTrainer, TrainingError
+from muarl.types import Episode, RewardInfo, TokenTrace
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +32,7 @@ def parity_reward(domain, task, final_hash, messages, agent_turns=0):
 
 
 def config(out, **changes) -> GRPOConfig:
-    base = {"out": str(out), "domain": "toy", "model": ModelConfig(name="tiny-random", bf16=False), "steps": 2,
+    base = {"out": str(out), "domain": "toy", "model": ModelConfig(name="tiny-random", precision="fp32"), "steps": 2,
             "tasks_per_step": 1, "group_size": 4, "max_turns": 2, "max_new_tokens": 8, "max_context": 1024,
             "micro_batch_size": 2, "lr": 1e-3, "plot": False, "save_every": 1}
     return GRPOConfig(**{**base, **changes})
@@ -59,7 +62,7 @@ def test_update_raises_logprobs_of_positive_advantage_and_lowers_negative(tmp_pa
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
 def test_two_steps_equal_one_step_save_resume_one_step(tmp_path, finetune):
-    model = ModelConfig(name="tiny-random", bf16=False, finetune=finetune, lora_r=4)
+    model = ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=4)
     straight = GRPOTrainer(config(tmp_path / "a", model=model), reward_fn=parity_reward, progress=False)
     straight.start()
     straight.train()
@@ -106,3 +109,79 @@ def test_config_refuses_the_test_split_and_reads_yaml(tmp_path):
     path.write_text("stepz: 3\n")
     with pytest.raises(ConfigError, match="stepz"):
         GRPOConfig.load(path)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 0.7, 1.0])
+def test_trainer_logprobs_are_the_samplers_at_every_temperature(tmp_path, temperature):
+    """Sampler and trainer compute the same distribution, softmax(logits / T): before the update the trainer's
+    log-probabilities of the sampled tokens equal the engine's (float32), and the ratio is 1."""
+    trainer = GRPOTrainer(config(tmp_path / "run", temperature=temperature), progress=False)
+    group = trainer.rollout(trainer.next_tasks())[0]
+    stats = trainer.update(list(zip(group, [1.0, -1.0, 0.5, -0.5])))
+    assert stats["sampler_logprob_gap"] < 1e-4
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and stats["kl"] == pytest.approx(0.0, abs=1e-7)
+
+
+def scored_episode(reward: float, success: bool, trial: int) -> Episode:
+    return Episode(task_id="t", domain="toy", split="train", trial=trial, termination="user_stop",
+                   reward=RewardInfo(reward=reward, success=success, state_match=success, final_hash="", gold_hash=""),
+                   tokens=TokenTrace(input_ids=[1, 2, 3], loss_mask=[0, 1, 1], logprobs=[0.0, -1.0, -1.0]))
+
+
+def test_a_uniform_group_is_one_with_zero_reward_variance_and_success_is_the_reward_functions(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path / "run", drop_uniform=True), progress=False)
+    shaped = [scored_episode(0.98, True, 0), scored_episode(0.96, True, 1)]  # all solved, rewards differ: signal
+    solved = [scored_episode(1.0, True, 0), scored_episode(1.0, True, 1)]
+    failed = [scored_episode(0.0, False, 0), scored_episode(0.0, False, 1)]
+    samples, stats = trainer._samples([shaped, solved, failed])
+    assert [e for e, _ in samples] == shaped and samples[0][1] > 0 > samples[1][1]
+    assert stats["all_correct_ratio"] == pytest.approx(2 / 3) and stats["all_wrong_ratio"] == pytest.approx(1 / 3)
+    assert stats["uniform_ratio"] == pytest.approx(2 / 3) and stats["groups_dropped"] == 2
+
+
+def test_precision_auto_is_resolved_for_this_machine_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "cpu_flags", lambda *_: {"avx2", "fma"})  # an AVX2-only CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ModelConfig().precision == "auto" and ModelConfig().bf16 is False
+    trainer = GRPOTrainer(config(tmp_path / "run", model=ModelConfig(name="tiny-random")), progress=False)
+    trainer.start()
+    assert trainer.cfg.model.precision == "fp32"
+    assert GRPOConfig.load(tmp_path / "run" / "config.yaml").model.precision == "fp32"
+    monkeypatch.setattr(precision, "cpu_flags", lambda *_: {"avx2", "avx512_bf16"})
+    assert ModelConfig().resolved().precision == "bf16"
+
+
+def test_every_step_keeps_its_episodes_and_a_resume_replaces_the_steps_it_reruns(tmp_path):
+    first = GRPOTrainer(config(tmp_path / "r", steps=1), progress=False)
+    first.start()
+    first.train()
+    kept, torn = read_episodes(tmp_path / "r" / "rollouts" / "step-000001.jsonl")
+    assert torn == 0 and sorted(e.trial for e in kept) == [0, 1, 2, 3]
+    assert all(e.tokens is not None and e.reward is not None for e in kept)
+    stale = tmp_path / "r" / "rollouts" / "step-000002.jsonl"
+    stale.write_text('{"torn": ')  # what a run killed during step 2 leaves behind
+    resumed = GRPOTrainer(config(tmp_path / "r", steps=2), progress=False)
+    resumed.start(resume=True)
+    assert not stale.exists()
+    resumed.train()
+    assert len(read_episodes(stale)[0]) == 4
+
+
+def test_a_step_whose_every_episode_errored_stops_and_says_what_failed(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    trainer = GRPOTrainer(config(tmp_path / "r", user="llm:gone", user_base_url=url, max_retries=0, timeout=2), progress=False)
+    trainer.start()
+    with pytest.raises(TrainingError, match=r"all 4 episodes errored.*UserError"):
+        trainer.train_step()
+    trainer.close()
+
+
+def test_episodes_that_outgrow_the_context_stay_in_their_group_as_failures(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path / "run", max_context=655), progress=False)
+    group = trainer.rollout(trainer.next_tasks())[0]
+    assert {e.termination for e in group} == {"context_full"}
+    assert all(e.reward is not None and not e.reward.success and e.tokens is not None for e in group)
+    samples, stats = trainer._samples([group])
+    assert len(samples) == 4 and stats["all_wrong_ratio"] == 1.0  # scored and kept, not dropped as errored

@@ -131,3 +131,25 @@ def test_reflection_rewrites_a_line_that_breaks_character_and_keeps_a_good_one()
 def test_an_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown user strategy"):
         LLMUser(ChatClient("http://127.0.0.1:9", "m"), strategy="psychic")
+
+
+def test_every_request_carries_a_seed_from_the_episode_so_a_rerun_replays_the_customer(clinic):
+    task = clinic.tasks("test")[0]
+    seen: list[int] = []
+
+    def policy(request):
+        seen.append(request["seed"])
+        return {"content": f"Bye {STOP}" if len(seen) % 2 == 0 else "Hello."}
+
+    async def go(seed):
+        with LoopbackServer(policy) as server:
+            user = LLMUser(ChatClient(server.base_url, "user-model", api_key="k", max_retries=0))
+            try:
+                return await run_episode(clinic, task, ScriptAgent([say("Hi!")]), user, seed=seed)
+            finally:
+                await user.aclose()
+
+    asyncio.run(go(7))
+    asyncio.run(go(7))
+    asyncio.run(go(8))
+    assert seen[:2] == seen[2:4] == [7, 8] and seen[4:] == [8, 9]

@@ -11,37 +11,12 @@ import click
 
 import muarl
 from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, print_summary
-from muarl.domains import load_domain
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
-from muarl.reward import make_reward
-from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.config import ConfigError, RolloutConfig
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
-from muarl.users.factory import make_user
-
-
-def _backend_factory(spec: str) -> BackendFactory:
-    if spec == "local":
-        return LocalToolBackend
-    if spec.startswith("mcp:"):
-        from muarl.integrations.mcp_client import backend_factory_from_spec
-
-        return backend_factory_from_spec(spec)
-    raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
-
-
-def _select_tasks(cfg: RolloutConfig, domain):  # noqa: ANN001, ANN202 - plain glue
-    tasks = domain.tasks(cfg.split)
-    if cfg.task_ids:
-        wanted = set(cfg.task_ids)
-        tasks = [t for t in tasks if t.id in wanted]
-        missing = wanted - {t.id for t in tasks}
-        if missing:
-            raise ConfigError(f"no task(s) {sorted(missing)} in {cfg.domain}/{cfg.split}; see `muarl tasks list`")
-    return tasks[: cfg.limit] if cfg.limit else tasks
+from muarl.rollout.world import build_world
 
 
 def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
@@ -87,15 +62,9 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     """Run episodes and print pass^k; every finished episode is on disk at once."""
     try:
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
-        domain = load_domain(cfg.domain, cfg.data_dir)
-        tasks = _select_tasks(cfg, domain)
+        world = build_world(cfg, cfg.concurrency)
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                            max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-        user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
-                         max_retries=cfg.max_retries, concurrency=cfg.concurrency, strategy=cfg.user_strategy,
-                         temperature=cfg.user_temperature)
-        backend = _backend_factory(cfg.tools)
-        reward_fn = make_reward(cfg.reward)
     except (ConfigError, ValueError, KeyError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
@@ -104,18 +73,19 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     if holds_run and not cfg.resume:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
     info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
-            "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(tasks)}
+            "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
+            "agent": agent.name, "user": world.user.name}
     write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
-    loop = LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.token_budget, parallel_tool_calls=cfg.parallel_tool_calls)
 
     async def go():  # noqa: ANN202
         try:
-            return await run_many(domain, tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency, out=episodes_file,
-                                  resume=cfg.resume, seed=cfg.seed, config=loop, reward_fn=reward_fn, backend_factory=backend,
-                                  progress=not quiet, keep_episodes=False)
+            return await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
+                                  out=episodes_file, resume=cfg.resume, seed=cfg.seed, config=world.loop,
+                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet,
+                                  keep_episodes=False)
         finally:
             await agent.aclose()
-            await user.aclose()
+            await world.aclose()
 
     result = asyncio.run(go())
     episodes, _ = read_episodes(episodes_file, outcomes_only=True)
@@ -124,7 +94,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     summary = summarise(episodes, bootstrap=0)
     if not summary.n_tasks:
         fail_unscored(episodes, episodes_file)
-    print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {user.name}")
+    print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
     click.echo(f"episodes: {episodes_file}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)

@@ -37,7 +37,7 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
     _prepare_threads()
     _need_training_extras()
     from muarl.train.config import GRPOConfig
-    from muarl.train.trainer import GRPOTrainer
+    from muarl.train.trainer import GRPOTrainer, TrainingError
 
     try:
         cfg = GRPOConfig.load(config_path, out=out, steps=steps)
@@ -47,7 +47,10 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
         trainer.start(resume=resume)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    trainer.train()
+    try:
+        trainer.train()
+    except TrainingError as exc:
+        raise click.ClickException(f"{exc} (the run stopped at step {trainer.step}; `muarl train --resume` continues it)") from None
     click.echo(f"done: {trainer.step} steps; metrics in {trainer.run_dir / 'metrics.jsonl'}")
     if cfg.plot:
         click.echo(f"figure: {trainer.run_dir / 'training_dynamics.png'}")

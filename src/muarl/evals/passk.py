@@ -34,8 +34,8 @@ def pass_at_k(c: int, n: int, k: int) -> float:
 
 
 def succeeded(episode: Episode) -> bool:
-    r = episode.reward
-    return r is not None and r.state_match and all(r.outputs_found.values())
+    """The reward function's verdict (``RewardInfo.success``); an errored episode has none."""
+    return episode.reward is not None and episode.reward.success
 
 
 @dataclass

@@ -196,7 +196,7 @@ def evaluate_tau2(
         details["note"] = f"episode ended by {termination}: τ² scores it 0"
         reward = 0.0
     return RewardInfo(
-        reward=reward, state_match=state_match, outputs_found=found, final_hash=final_hash, gold_hash=gold_hash,
+        reward=reward, success=reward >= 1.0, state_match=state_match, outputs_found=found, final_hash=final_hash, gold_hash=gold_hash,
         components={b: components[b] for b in basis if b in components}, details=details,
     )
 

@@ -17,6 +17,15 @@ class ModelError(RuntimeError):
     """A model server failed after its retries; the episode is recorded as errored, not scored."""
 
 
+class ContextFull(RuntimeError):
+    """The conversation no longer fits the policy model's context window.
+
+    Unlike :class:`ModelError` this is the policy's doing (it rambled, or looped on tool calls), so the
+    episode ends ``context_full`` and is scored like any other cut episode: it stays in its GRPO group and
+    in pass^k, and RL can learn not to do it.
+    """
+
+
 @dataclass
 class AgentTurn:
     """One policy turn: an assistant message (text for the user, or tool calls) and what it cost."""

@@ -36,7 +36,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
 from muarl.models.chat_formats import ChatFormat, get_chat_format
 from muarl.types import Message, Task, TokenTrace, ToolSpec, Usage
 
@@ -46,7 +46,7 @@ class SamplingConfig:
     temperature: float = 1.0  # 0 means greedy decoding (validation)
     top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps the whole distribution
     max_new_tokens: int = 256  # per assistant turn; a turn cut here gets a forced end-of-turn token
-    max_context: int = 4096  # prompt + generated tokens of one episode; beyond it the episode errors
+    max_context: int = 4096  # prompt + generated tokens of one episode; beyond it the episode ends context_full
     bf16: bool = False  # run generation under bfloat16 autocast (about 3x faster on CPU)
 
     def __post_init__(self) -> None:
@@ -197,7 +197,7 @@ class LocalSession(AgentSession):
         cfg = self.policy.sampling
         budget = min(cfg.max_new_tokens, cfg.max_context - len(self.ids))
         if budget <= 0:
-            raise ModelError(f"episode context is full ({len(self.ids)} of max_context={cfg.max_context} tokens)")
+            raise ContextFull(f"episode context is full ({len(self.ids)} of max_context={cfg.max_context} tokens)")
         return budget
 
     def _generate(self) -> tuple[list[int], list[float]]:

@@ -3,7 +3,9 @@
 :class:`ChatClient` owns one pooled HTTP connection, a concurrency bound, per-request timeouts and retries
 with exponential backoff for what is worth retrying (connection failures, timeouts, 408, 429, 5xx); other
 4xx answers fail at once with the server's message, since repeating a bad request cannot help. After the
-last retry it raises :class:`ModelError`, which the episode loop records as an errored episode.
+last retry it raises :class:`ModelError`, which the episode loop records as an errored episode. A 400 that
+says the prompt outgrew the model's context raises :class:`ContextFull` instead: for a policy that is its
+own failure (the episode ends ``context_full`` and is scored), not the server's.
 
 A reply is made writable where it enters: lone UTF-16 surrogates (which a server's JSON can carry as
 ``\\ud800`` escapes) are replaced in every string of the decoded body, ids, names, arguments and content alike,
@@ -15,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 from typing import Any
 
 import httpx
 
-from muarl.models.base import Agent, AgentSession, AgentTurn, ModelError
+from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
 from muarl.types import Message, Task, ToolSpec, Usage, valid_unicode
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+# How vLLM, SGLang, llama.cpp's server and OpenAI say a request's prompt outgrew the model's context (HTTP 400).
+_CONTEXT_FULL = re.compile(r"context[_ ]length|maximum context|context window|exceeds? the (?:model'?s? )?context|prompt is too long", re.I)
 
 
 class ChatClient:
@@ -86,6 +91,8 @@ class ChatClient:
                     problem = f"invalid JSON body: {response.text[:200]!r}"
                     continue
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code == 400 and _CONTEXT_FULL.search(response.text):
+                raise ContextFull(f"{url}: {problem}")
             if response.status_code not in _RETRYABLE_STATUS:
                 break
         raise ModelError(f"{url} failed after {attempt + 1} attempt(s): {problem}")

@@ -4,9 +4,11 @@ The loop, in order: the agent greets if the domain says so; the user opens; then
 text for the user (the user replies, maybe ending the conversation with a stop token) or tool calls (the
 first is run, or all of them with ``parallel_tool_calls``; every call gets a tool message so the history
 stays valid OpenAI format). It ends on a user stop token, a terminal tool, ``max_turns`` agent turns, or
-the token budget. Bad model output never ends it: unparsable arguments, unknown tools and arguments that
-do not fit the schema become error observations, counted in ``malformed_calls``. A model or user server
-that fails after its retries ends it as ``error`` with no reward, so it is never silently scored 0.
+the token budget, or when the conversation outgrows the policy model's context (``context_full``: the
+policy's failure, scored like any cut episode). Bad model output never ends it: unparsable arguments,
+unknown tools and arguments that do not fit the schema become error observations, counted in
+``malformed_calls``. A model or user server that fails after its retries ends it as ``error`` with no
+reward, so it is never silently scored 0.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from muarl.domains.base import ArgumentError, Domain, ToolError
-from muarl.models.base import Agent
+from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
 from muarl.types import Episode, Message, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
@@ -62,6 +64,14 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
     msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
     return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+
+
+async def _act_within_context(session: AgentSession, messages: list[Message]) -> AgentTurn | None:
+    """The agent's next turn, or None when its conversation no longer fits its model's context."""
+    try:
+        return await session.act(list(messages))
+    except ContextFull:
+        return None
 
 
 async def run_episode(
@@ -118,8 +128,11 @@ async def run_episode(
             timing = TurnTiming(turn=turns)
             timings.append(timing)
             t0 = time.perf_counter()
-            result = await session.act(list(messages))
+            result = await _act_within_context(session, messages)
             timing.agent_seconds = time.perf_counter() - t0
+            if result is None:
+                termination = "context_full"
+                break
             usage.add(result.usage)
             turns += 1
             msg = result.message

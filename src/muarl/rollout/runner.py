@@ -21,6 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from muarl.domains.base import Domain
+from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
@@ -40,7 +41,7 @@ class RunResult:
     skipped: int = 0  # already finished in the file being resumed
     ran: int = 0  # episodes run now
     errored: int = 0  # of those, how many errored (no reward)
-    succeeded: int = 0  # of those, how many got reward 1
+    solved: int = 0  # of those, how many solved their task
 
 
 async def run_many(
@@ -58,6 +59,7 @@ async def run_many(
     reward_fn: RewardFn = outcome_reward,
     backend_factory: BackendFactory = LocalToolBackend,
     progress: bool = True,
+    desc: str | None = None,
     keep_episodes: bool = True,
 ) -> RunResult:
     """Run every (task, trial) not yet finished in ``out``; write each episode there as soon as it ends.
@@ -70,7 +72,7 @@ async def run_many(
     todo = [(task, trial) for trial in range(trials) for task in tasks if (task.id, trial) not in done]
     result = RunResult(skipped=len(tasks) * trials - len(todo))
     jobs = iter(todo)  # shared by the workers: each job is taken once
-    bar = tqdm(total=len(todo), desc=f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(todo), desc=desc or f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
 
     def finished(episode: Episode) -> None:
         if writer:
@@ -79,9 +81,9 @@ async def run_many(
             result.episodes.append(episode)
         result.ran += 1
         result.errored += episode.errored
-        result.succeeded += bool(episode.reward and episode.reward.reward >= 1.0)
+        result.solved += succeeded(episode)
         bar.update(1)
-        bar.set_postfix(success=f"{result.succeeded / result.ran:.2f}", errored=result.errored, refresh=False)
+        bar.set_postfix(success=f"{result.solved / result.ran:.2f}", errored=result.errored, refresh=False)
 
     async def worker() -> None:
         for task, trial in jobs:

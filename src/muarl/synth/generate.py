@@ -29,21 +29,20 @@ from typing import Any
 
 from pydantic import Field
 
-from muarl.config import YamlConfig
+from muarl.config import ConfigError
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.factory import make_agent
-from muarl.reward import RewardFn, outcome_reward
+from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
+from muarl.rollout.world import WorldConfig, make_world_user, select_tasks
 from muarl.synth.export import export_sft, read_review, write_review
 from muarl.synth.report import build_report, format_report
 from muarl.synth.scenario import Scenario
 from muarl.synth.validate import DialogueVerdict, LLMJudge, RuleConfig, StageVerdict, check_rules
 from muarl.types import Episode, Message, RewardInfo, Task, ToolSpec
-from muarl.users.factory import make_user
 
 VALIDATION_FILE = "validation.jsonl"
 REPORT_FILE = "report.json"
@@ -62,20 +61,17 @@ class SynthError(ValueError):
     """Bad synthesis configuration; the message says what to change."""
 
 
-class SynthConfig(YamlConfig):
+class SynthConfig(WorldConfig):
+    """A synthesis: the shared world section (a scenario file may stand in for the domain) plus the agent, the
+    tool LLM, the judge and the export."""
+
     domain: str = Field("clinic", description="registered domain name or package.module:factory (ignored with scenario)")
-    data_dir: str | None = Field(None, description="data directory for domains that load data")
     scenario: str | None = Field(None, description="scenario file (YAML/JSON: tool schemas, policy, seed DB, tasks) instead of a domain")
     split: str = Field("train", description="task split to synthesise from")
-    task_ids: list[str] | None = Field(None, description="only these task ids")
-    limit: int | None = Field(None, ge=1, description="only the first N tasks")
     agent: str = Field("oracle", description="oracle | openai:MODEL (with agent_base_url)")
     agent_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the agent")
     agent_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the agent endpoint's key")
     temperature: float | None = Field(None, ge=0, description="agent sampling temperature")
-    user: str = Field("scripted", description="scripted | llm:MODEL (with user_base_url)")
-    user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user simulator")
-    user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
     tools: str | None = Field(None, description="local | simulated | mcp:COMMAND | mcp:URL (default: local for a domain, simulated for a scenario)")
     tool_model: str | None = Field(None, description="model of the tool LLM (simulated tools)")
     tool_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the tool LLM")
@@ -87,9 +83,6 @@ class SynthConfig(YamlConfig):
     require_confirmation: bool = Field(True, description="a write needs an affirmative last user message")
     trials: int = Field(1, ge=1, description="dialogues per task")
     concurrency: int = Field(8, ge=1, description="dialogues generated (and judged) at once")
-    max_turns: int = Field(30, ge=1, description="agent turns before a dialogue is cut")
-    timeout: float = Field(60.0, gt=0, description="seconds per model request")
-    max_retries: int = Field(3, ge=0, description="retries per model request")
     seed: int = Field(0, description="run seed (dialogue seeds and the train/validation split derive from it)")
     validation_fraction: float = Field(0.1, ge=0, lt=1, description="share of tasks (not dialogues) held out for validation")
     parquet: bool | None = Field(None, description="also write Parquet for verl (default: when pyarrow is installed)")
@@ -100,7 +93,7 @@ class SynthConfig(YamlConfig):
 
 def unscored_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:
     """For worlds without a gold state (scenarios): recorded, never a success."""
-    return RewardInfo(reward=0.0, state_match=False, final_hash=final_hash, gold_hash="", details={"unscored": True})
+    return RewardInfo(reward=0.0, success=False, state_match=False, final_hash=final_hash, gold_hash="", details={"unscored": True})
 
 
 def _chat_client(base_url: str | None, model: str | None, key_env: str, cfg: SynthConfig, what: str) -> Any:
@@ -113,7 +106,7 @@ def _chat_client(base_url: str | None, model: str | None, key_env: str, cfg: Syn
 
 
 @dataclass
-class World:
+class SynthWorld:
     """What synthesis runs on: the domain (tool schemas, policy), its tasks, and how tools and reward run."""
 
     domain: Domain
@@ -124,7 +117,7 @@ class World:
     clients: list[Any]  # chat clients to close at the end
 
 
-async def build_world(cfg: SynthConfig) -> World:
+async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
     clients: list[Any] = []
     scenario = Scenario.load(cfg.scenario) if cfg.scenario else None
     tools = cfg.tools or ("simulated" if scenario else "local")
@@ -132,7 +125,7 @@ async def build_world(cfg: SynthConfig) -> World:
         if tools == "simulated":
             raise SynthError("tools 'simulated' needs a scenario file (--scenario); a domain's tools run locally or over MCP")
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
-        reward_fn: RewardFn = outcome_reward
+        reward_fn: RewardFn = make_reward(cfg.reward)
         ident = IDENTIFICATION_TOOLS.get(domain.name, [])
     else:
         domain = scenario.domain()
@@ -165,19 +158,13 @@ async def build_world(cfg: SynthConfig) -> World:
     if unknown:
         raise SynthError(f"identification tools {unknown} are not tools of {domain.name}; it has {domain.tools.names()}")
     try:
-        tasks = domain.tasks(cfg.split)
-    except ValueError as exc:
+        tasks = select_tasks(cfg, domain)
+    except ConfigError as exc:
         raise SynthError(str(exc)) from None
-    if cfg.task_ids:
-        tasks = [t for t in tasks if t.id in set(cfg.task_ids)]
-        missing = set(cfg.task_ids) - {t.id for t in tasks}
-        if missing:
-            raise SynthError(f"no task(s) {sorted(missing)} in {domain.name}/{cfg.split}")
-    tasks = tasks[: cfg.limit] if cfg.limit else tasks
     if not tasks:
         raise SynthError(f"{domain.name}/{cfg.split} has no tasks to synthesise from")
     rules = RuleConfig(identification_tools=ident, require_confirmation=cfg.require_confirmation)
-    return World(domain, tasks, factory, reward_fn, rules, clients)
+    return SynthWorld(domain, tasks, factory, reward_fn, rules, clients)
 
 
 def _parquet_wanted(cfg: SynthConfig) -> bool:
@@ -198,7 +185,7 @@ def read_verdicts(path: Path) -> dict[str, DialogueVerdict]:
 
 
 async def validate_all(
-    episodes: Sequence[Episode], world: World, judge: LLMJudge | None, known: dict[str, DialogueVerdict], concurrency: int,
+    episodes: Sequence[Episode], world: SynthWorld, judge: LLMJudge | None, known: dict[str, DialogueVerdict], concurrency: int,
 ) -> dict[str, DialogueVerdict]:
     """Verdicts for every episode, reusing ``known`` ones (a resumed run does not pay the judge twice)."""
     tasks = {t.id: t for t in world.tasks}
@@ -239,11 +226,10 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
     if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
         raise SynthError(f"{out} already holds a synthesis: pass --resume to complete it, or choose another --out")
     _parquet_wanted(cfg)  # fail before generating, not after
-    world = await build_world(cfg)
+    world = await build_synth_world(cfg)
     agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                        max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature)
-    user = make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
-                     max_retries=cfg.max_retries, concurrency=cfg.concurrency)
+    user = make_world_user(cfg, cfg.concurrency)
     judge = None
     if cfg.judge_model or cfg.judge_base_url:
         judge_client = _chat_client(cfg.judge_base_url, cfg.judge_model, cfg.judge_api_key_env, cfg, "judge")
@@ -252,7 +238,7 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
     write_run_info(out, {"command": "synth", "config": cfg.model_dump(), "n_tasks": len(world.tasks)})
     try:
         await run_many(world.domain, world.tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency,
-                       out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=LoopConfig(max_turns=cfg.max_turns),
+                       out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=cfg.loop_config(),
                        reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=progress)
         episodes = latest_per_key(read_episodes(out / EPISODES_FILE)[0])
         known = read_verdicts(out / VALIDATION_FILE) if cfg.resume else {}

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from muarl.config import YamlConfig
+from muarl.models.precision import Precision, use_bf16
+from muarl.rollout.world import WorldConfig
 
 
 class ModelConfig(YamlConfig):
@@ -23,26 +25,32 @@ class ModelConfig(YamlConfig):
     lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = alpha / r)")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA branch")
     lora_targets: list[str] | str = Field("all-linear", description="module names to adapt, or all-linear")
-    bf16: bool = Field(True, description="bfloat16 autocast for generation and training (weights stay float32)")
+    precision: Precision = Field("auto", description="auto (bf16 autocast where the hardware multiplies bf16 natively, else fp32) | bf16 | fp32; weights stay float32")
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
 
+    @property
+    def bf16(self) -> bool:
+        return use_bf16(self.precision)
 
-class GRPOConfig(YamlConfig):
-    """MUA-RL GRPO: groups of episodes per task against the simulated user, then a clipped policy update."""
+    def resolved(self) -> ModelConfig:
+        """This config with ``precision: auto`` replaced by what this machine gets, as a run records it."""
+        return self.model_copy(update={"precision": "bf16" if self.bf16 else "fp32"})
 
-    out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints)")
+
+class GRPOConfig(WorldConfig):
+    """MUA-RL GRPO: groups of episodes per task against the simulated user, then a clipped policy update.
+
+    The world fields (domain, tasks, user, tools, reward, limits) are the ones ``muarl rollout`` reads; only
+    their training defaults differ (the train split, 8 agent turns)."""
+
+    out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints, rollouts)")
     seed: int = Field(0, description="seeds task order, sampling and initialisation")
     model: ModelConfig = Field(default_factory=ModelConfig)
-    # environment
-    domain: str = Field("clinic", description="domain name")
-    data_dir: str | None = Field(None, description="data directory for domains that load data")
+    # environment (the rest of it is the shared world section)
     split: str = Field("train", description="split whose tasks are trained on")
     allow_test_split: bool = Field(False, description="permit training on a split named test (never for reported results)")
-    max_difficulty: int | None = Field(None, ge=1, description="train only on tasks up to this difficulty")
     val_holdout: int = Field(0, ge=0, description="tasks of the training split held out (never trained on) for validation")
     val_every: int = Field(0, ge=0, description="greedy validation every N steps (0: never)")
-    user: Literal["scripted"] = Field("scripted", description="user simulator")
-    reward: str = Field("outcome", description="reward function (outcome | turn_penalised)")
     max_turns: int = Field(8, ge=1, description="agent turns per episode")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
@@ -51,7 +59,7 @@ class GRPOConfig(YamlConfig):
     temperature: float = Field(1.0, ge=0, description="rollout sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling mass")
     max_new_tokens: int = Field(128, ge=1, description="tokens per assistant turn")
-    max_context: int = Field(4096, ge=64, description="tokens per episode; episodes stop (token_budget) before it")
+    max_context: int = Field(4096, ge=64, description="policy tokens per episode; an episode that outgrows it ends context_full (scored, a failure)")
     batched_rollouts: bool = Field(True, description="run a step's episodes concurrently and decode their turns in one batch")
     rollout_batch_rows: int = Field(16, ge=1, description="most episodes decoded together in one forward (batched_rollouts)")
     # update
@@ -70,11 +78,11 @@ class GRPOConfig(YamlConfig):
     advantage_std: bool = Field(True, description="divide advantages by the group std (false: Dr. GRPO)")
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-sum"] = Field("token-mean", description="loss reduction (seq-sum: Dr. GRPO)")
     seq_norm: float | None = Field(None, gt=0, description="seq-sum divisor (default max_new_tokens * max_turns)")
-    drop_all_correct: bool = Field(False, description="skip groups whose n episodes all succeeded")
-    drop_all_wrong: bool = Field(False, description="skip groups whose n episodes all failed")
+    drop_uniform: bool = Field(False, description="skip groups whose scored episodes all have the same reward (zero variance: no signal)")
     # bookkeeping
     save_every: int = Field(10, ge=1, description="checkpoint every N steps (and at the end)")
     keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk (oldest deleted)")
+    keep_rollouts: bool = Field(True, description="write every step's episodes to rollouts/step-NNNNNN.jsonl (token traces included)")
     plot: bool = Field(True, description="draw the training-dynamics figure at the end")
 
     @model_validator(mode="after")

@@ -15,10 +15,17 @@ from muarl.evals.passk import succeeded
 from muarl.types import Episode
 
 
+def user_failed(episode: Episode) -> bool:
+    """The episode errored because its user simulator's server failed (``UserError``), not the policy's."""
+    return episode.errored and (episode.error or "").startswith("UserError")
+
+
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
-    """Means over the scored episodes: reward, turns, response tokens (per episode and per turn), tool use."""
+    """Means over the scored episodes: reward, turns, response tokens (per episode and per turn), tool use,
+    and the user's side (its turns and tokens, how often it said ###STOP###); errors counted over all."""
     scored = [e for e in episodes if e.reward is not None]
-    out: dict[str, float] = {"episodes": float(len(episodes)), "episodes_errored": float(len(episodes) - len(scored))}
+    out: dict[str, float] = {"episodes": float(len(episodes)), "episodes_errored": float(len(episodes) - len(scored)),
+                             "user_errors": float(sum(user_failed(e) for e in episodes))}
     if not scored:
         return out
     n = len(scored)
@@ -35,11 +42,25 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
         "tool_calls_per_episode": len(executions) / n,
         "tool_error_rate": sum(x.error is not None for x in executions) / max(1, len(executions)),
         "malformed_calls_per_episode": sum(e.malformed_calls for e in scored) / n,
+        "user_turns_per_episode": sum(sum(m.role == "user" for m in e.messages) for e in scored) / n,
+        "user_tokens_per_episode": sum(e.user_usage.completion_tokens for e in scored) / n,
+        "user_stop_rate": sum(e.termination == "user_stop" for e in scored) / n,
     })
     out.update({f"tool_calls/{name}": count / n for name, count in sorted(calls.items())})
     terminations = Counter(e.termination for e in scored)
     out.update({f"termination/{name}": count / n for name, count in sorted(terminations.items())})
     return out
+
+
+def update_size(before: list[Any], after: list[Any]) -> float:
+    """Relative size of one update, ‖θ_after − θ_before‖ / ‖θ_before‖ over the trainable parameters: how far
+    a step moved the policy, whatever the learning rate and the gradient clip made of it."""
+    import torch
+
+    with torch.no_grad():
+        moved = sum(float((a.detach() - b).double().pow(2).sum()) for b, a in zip(before, after))
+        size = sum(float(b.double().pow(2).sum()) for b in before)
+    return (moved / size) ** 0.5 if size > 0 else 0.0
 
 
 class MetricsWriter:

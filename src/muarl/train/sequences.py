@@ -70,8 +70,13 @@ def autocast_for(model: Any, bf16: bool) -> contextlib.AbstractContextManager:
 
 def supervised_logprobs(
     model: Any, batch: PaddedBatch, *, bf16: bool = False, with_entropy: bool = False, prefix: SharedPrefix | None = None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(token t | tokens < t) at every supervised position t >= 1, flattened in row-major order.
+
+    ``temperature`` scales the logits as the sampler did (``softmax(logits / T)``): the policy RL trains is
+    the distribution the rollouts were drawn from, so at T != 1 the ratio, the KL and the entropy must be
+    computed at that T too, or they belong to another policy. SFT uses T = 1.
 
     With ``prefix`` (``muarl.train.shared_prefix``), ``batch`` holds the rows *after* those shared tokens and
     attends to their cached keys and values instead of recomputing them.
@@ -91,6 +96,10 @@ def supervised_logprobs(
     with autocast_for(model, bf16):
         hidden = decoder(input_ids=ids, attention_mask=attention, **past).last_hidden_state
         logits = head(hidden[:, :-1][target_mask])
+    if temperature != 1.0:
+        if temperature <= 0:
+            raise ValueError(f"log-probabilities need a temperature > 0, got {temperature} (greedy decoding is not trained on)")
+        logits = logits.float() / temperature
     targets = ids[:, 1:][target_mask]
     logprobs = token_logprobs(logits, targets)
     entropy = entropy_from_logits(logits) if with_entropy else None

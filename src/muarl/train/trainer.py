@@ -3,18 +3,23 @@
 What it really does, step by step:
 
 1. Take the next ``tasks_per_step`` tasks of the training split (a seeded permutation per epoch).
-2. For each task run ``group_size`` episodes with the current policy (the local token-level engine,
-   temperature 1.0) against the scripted user, through the same episode loop evaluation uses. Each episode
-   comes back with its exact token ids, loss mask (1 on the policy's own tokens) and outcome reward.
-3. Standardise rewards within each group into advantages; optionally drop groups where every episode
-   succeeded or every one failed (their advantages are all zero anyway; dropping them only changes the
-   token-mean denominator). Episodes that errored (a model failure, a full context) have no reward and are
-   left out of their group.
+2. For each task run ``group_size`` episodes with the current policy (the local token-level engine, at
+   ``temperature``) against the simulated user of the config's world section (scripted, an LLM at any
+   OpenAI-compatible endpoint, or a frozen local model), with its tools and reward, through
+   ``rollout.runner.run_many``: the runner ``muarl rollout`` uses, so seeds, concurrency, error handling
+   and the per-step episode file (``rollouts/step-NNNNNN.jsonl``) are the same. Each episode comes back with
+   its exact token ids, loss mask (1 on the policy's own sampled tokens only: the user's and the tools' text
+   is context, never trained) and reward.
+3. Standardise rewards within each group into advantages; optionally drop groups whose rewards have zero
+   variance (their advantages are all zero anyway; dropping them only changes the token-mean denominator).
+   Episodes that errored (a model or user server failing after its retries) have no reward and are left out
+   of their group; an episode that outgrew the context is the policy's failure and is scored.
 4. One pass over the batch (``mini_batches`` optimizer steps; with 1, the default, strictly on-policy so the
    "old" log-probabilities are the current ones, detached): PPO clipped loss on the policy's tokens, plus
    ``kl_coef`` times the k3 KL to the frozen initial policy, minus ``entropy_coef`` times the entropy,
    averaged over all policy tokens of the batch; gradients accumulated over micro-batches, clipped to
-   ``grad_clip``, one AdamW step.
+   ``grad_clip``, one AdamW step. Every log-probability (new, old, reference) and the entropy are those of
+   ``softmax(logits / temperature)``, the distribution the rollouts were sampled from.
 5. Log the step's metrics; checkpoint every ``save_every`` steps.
 
 Departures from the name: there is no value model (GRPO), the KL term is in the loss (not the reward), and
@@ -24,21 +29,21 @@ the loss is token-mean over the whole batch (DAPO) unless ``aggregation`` says o
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from muarl.domains import load_domain
 from muarl.evals.passk import succeeded
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
-from muarl.reward import RewardFn, make_reward
+from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
-from muarl.rollout.episode import LoopConfig, run_episode
+from muarl.rollout.runner import run_many
 from muarl.rollout.store import atomic_write_text
+from muarl.rollout.world import build_world
 from muarl.train.checkpoint import (
     latest_checkpoint,
     restore_training_state,
@@ -46,7 +51,7 @@ from muarl.train.checkpoint import (
 )
 from muarl.train.config import GRPOConfig
 from muarl.train.grpo import group_advantages, grpo_loss
-from muarl.train.metrics import MetricsWriter, episode_metrics
+from muarl.train.metrics import MetricsWriter, episode_metrics, update_size
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
 from muarl.train.shared_prefix import (
@@ -56,23 +61,29 @@ from muarl.train.shared_prefix import (
     prefix_to_share,
 )
 from muarl.types import Episode, Task
-from muarl.users.scripted import ScriptedUser
+
+ROLLOUTS_DIR = "rollouts"
 
 
-def episode_seed(run_seed: int, step: int, task_id: str, trial: int) -> int:
-    """A stable per-episode seed, so a resumed run samples exactly what the uninterrupted one would."""
-    digest = hashlib.sha256(f"{run_seed}/{step}/{task_id}/{trial}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
+class TrainingError(RuntimeError):
+    """A step could not train at all (every episode errored); the message says what failed."""
+
+
+def step_seed(run_seed: int, step: int) -> int:
+    """The run seed of step ``step``'s rollouts (the runner derives one per (task, trial) from it), so a
+    resumed run samples exactly what the uninterrupted one would. Step -1 is validation."""
+    return zlib.crc32(f"{run_seed}/step/{step}".encode())
 
 
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, reward_fn: RewardFn | None = None, progress: bool = True):
         """``reward_fn`` overrides the config's named reward (for experiments with rewards defined in code)."""
-        self.cfg = cfg
+        self.cfg = cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # the precision this machine runs
         self.run_dir = Path(cfg.out)
         self.progress = progress
-        self.domain = load_domain(cfg.domain, cfg.data_dir)
-        tasks = [t for t in self.domain.tasks(cfg.split) if cfg.max_difficulty is None or (t.difficulty or 0) <= cfg.max_difficulty]
+        self.world = build_world(cfg, concurrency=cfg.tasks_per_step * cfg.group_size)
+        self.domain = self.world.domain
+        tasks = self.world.tasks
         if cfg.val_holdout >= len(tasks):
             raise ConfigError(f"val_holdout={cfg.val_holdout} leaves no training tasks (split {cfg.split!r} has {len(tasks)} after filtering)")
         self.val_tasks: list[Task] = tasks[len(tasks) - cfg.val_holdout:] if cfg.val_holdout else []
@@ -83,8 +94,9 @@ class GRPOTrainer:
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         warmup = cfg.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
-        self.user = ScriptedUser()
-        self.reward_fn = reward_fn or make_reward(cfg.reward)
+        self.reward_fn = reward_fn or self.world.reward_fn
+        # one event loop for the whole run: the user's and tools' clients keep connections bound to it
+        self._loop = asyncio.new_event_loop()
         self.step = 0
         self.position = 0  # tasks consumed so far (data position)
 
@@ -104,6 +116,9 @@ class GRPOTrainer:
         atomic_write_text(saved, self.cfg.dump_yaml())
         self.metrics = MetricsWriter(self.run_dir)
         self.metrics.truncate_after(self.step)
+        for stale in (self.run_dir / ROLLOUTS_DIR).glob("step-*.jsonl"):  # steps after the checkpoint are re-run
+            if int(stale.stem.split("-")[1]) > self.step:
+                stale.unlink()
 
     def _load(self, ckpt: Path) -> None:
         if self.cfg.model.finetune == "lora":
@@ -125,13 +140,17 @@ class GRPOTrainer:
 
     # ---------------------------------------------------------------- rollouts
     def next_tasks(self) -> list[Task]:
-        batch = []
-        for _ in range(self.cfg.tasks_per_step):
+        """The next ``tasks_per_step`` distinct tasks of the seeded per-epoch order."""
+        batch: list[Task] = []
+        limit = min(self.cfg.tasks_per_step, len(self.tasks))
+        while len(batch) < limit:
             epoch, index = divmod(self.position, len(self.tasks))
             order = list(range(len(self.tasks)))
             random.Random(f"{self.cfg.seed}/epoch/{epoch}").shuffle(order)
-            batch.append(self.tasks[order[index]])
+            task = self.tasks[order[index]]
             self.position += 1
+            if all(t.id != task.id for t in batch):  # an epoch boundary may bring a task of this batch again
+                batch.append(task)
         return batch
 
     def policy(self, temperature: float) -> LocalPolicy:
@@ -142,41 +161,41 @@ class GRPOTrainer:
         return LocalPolicy(self.model, self.tokenizer, cfg.model.chat_format, sampling, name=cfg.model.name,
                            batch=cfg.batched_rollouts, max_batch_rows=cfg.rollout_batch_rows)
 
-    def run_episodes(self, jobs: list[tuple[Task, int, int]], temperature: float, desc: str) -> list[Episode]:
-        """Episodes for (task, trial, seed) jobs, in job order. With ``batched_rollouts`` they run concurrently
-        and the policy decodes their turns together; otherwise one after another."""
-        policy = self.policy(temperature)
-        loop = LoopConfig(max_turns=self.cfg.max_turns, token_budget=self.cfg.max_context - self.cfg.max_new_tokens)
-        bar = _progress(len(jobs), desc, self.progress)
-
-        async def one(task: Task, trial: int, seed: int) -> Episode:
-            episode = await run_episode(self.domain, task, policy, self.user, trial=trial, seed=seed,
-                                        config=loop, reward_fn=self.reward_fn)
-            bar.update(1)
-            return episode
-
-        async def run_all() -> list[Episode]:
-            if self.cfg.batched_rollouts:
-                return list(await asyncio.gather(*[one(*job) for job in jobs]))
-            return [await one(*job) for job in jobs]
-
+    def run_episodes(self, tasks: list[Task], trials: int, temperature: float, seed: int, desc: str,
+                     out: Path | None = None) -> list[Episode]:
+        """``trials`` episodes of each task with the current weights, through the rollout runner; with
+        ``batched_rollouts`` they run concurrently and the policy decodes their turns together."""
+        world = self.world
+        concurrency = len(tasks) * trials if self.cfg.batched_rollouts else 1
+        if out is not None:
+            out.unlink(missing_ok=True)  # a step re-run after a resume replaces what the crashed run wrote
         self.model.eval()
-        try:
-            return asyncio.run(run_all())
-        finally:
-            bar.close()
+        result = self._loop.run_until_complete(run_many(
+            world.domain, tasks, self.policy(temperature), world.user, trials=trials, concurrency=concurrency, out=out,
+            seed=seed, config=world.loop, reward_fn=self.reward_fn, backend_factory=world.backend_factory,
+            progress=self.progress, desc=desc,
+        ))
+        return result.episodes
 
     def rollout(self, tasks: list[Task]) -> list[list[Episode]]:
-        jobs = [(t, k, episode_seed(self.cfg.seed, self.step, t.id, k)) for t in tasks for k in range(self.cfg.group_size)]
-        flat = self.run_episodes(jobs, self.cfg.temperature, f"step {self.step + 1} rollouts")
-        n = self.cfg.group_size
-        return [flat[i * n:(i + 1) * n] for i in range(len(tasks))]
+        """``group_size`` episodes per task, grouped by task in ``tasks`` order (trials in order)."""
+        out = self.run_dir / ROLLOUTS_DIR / f"step-{self.step + 1:06d}.jsonl" if self.cfg.keep_rollouts else None
+        episodes = self.run_episodes(tasks, self.cfg.group_size, self.cfg.temperature, step_seed(self.cfg.seed, self.step),
+                                     f"step {self.step + 1} rollouts", out)
+        by_task: dict[str, list[Episode]] = {t.id: [] for t in tasks}
+        for episode in sorted(episodes, key=lambda e: e.trial):
+            by_task[episode.task_id].append(episode)
+        return [by_task[t.id] for t in tasks]
 
     # ---------------------------------------------------------------- update
     def _samples(self, groups: list[list[Episode]]) -> tuple[list[tuple[Episode, float]], dict[str, float]]:
-        """(episode, advantage) for every episode that trains, and the group statistics."""
+        """(episode, advantage) for every episode that trains, and the group statistics.
+
+        All-correct / all-wrong ratios read the reward function's verdict (``success``); a group gives no
+        signal when its rewards have zero variance, whatever their value (a turn-penalised reward can differ
+        between successes)."""
         samples: list[tuple[Episode, float]] = []
-        stats = {"groups": 0.0, "all_correct_ratio": 0.0, "all_wrong_ratio": 0.0, "groups_dropped": 0.0}
+        stats = {"groups": 0.0, "all_correct_ratio": 0.0, "all_wrong_ratio": 0.0, "uniform_ratio": 0.0, "groups_dropped": 0.0}
         for group in groups:
             scored = [e for e in group if e.reward is not None and e.tokens is not None]
             if len(scored) < 2:
@@ -184,18 +203,19 @@ class GRPOTrainer:
                 continue
             stats["groups"] += 1
             correct = [succeeded(e) for e in scored]
-            all_correct, all_wrong = all(correct), not any(correct)
-            stats["all_correct_ratio"] += all_correct
-            stats["all_wrong_ratio"] += all_wrong
-            if (all_correct and self.cfg.drop_all_correct) or (all_wrong and self.cfg.drop_all_wrong):
+            stats["all_correct_ratio"] += all(correct)
+            stats["all_wrong_ratio"] += not any(correct)
+            rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
+            uniform = bool((rewards == rewards[0, 0]).all())
+            stats["uniform_ratio"] += uniform
+            if uniform and self.cfg.drop_uniform:
                 stats["groups_dropped"] += 1
                 continue
-            rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
             advantages = group_advantages(rewards, scale_by_std=self.cfg.advantage_std)[0]
             samples.extend(zip(scored, advantages.tolist()))
         if stats["groups"]:
-            stats["all_correct_ratio"] /= stats["groups"]
-            stats["all_wrong_ratio"] /= stats["groups"]
+            for key in ("all_correct_ratio", "all_wrong_ratio", "uniform_ratio"):
+                stats[key] /= stats["groups"]
         return samples, stats
 
     def update(self, samples: list[tuple[Episode, float]]) -> dict[str, float]:
@@ -206,6 +226,7 @@ class GRPOTrainer:
         chunks = [samples[i::cfg.mini_batches] for i in range(cfg.mini_batches)]
         chunks = [c for c in chunks if c]
         old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
+        before = [p.detach().clone() for p in self.params]
         sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
         tokens_seen, grad_norms = 0, []
         for chunk in chunks:
@@ -220,14 +241,16 @@ class GRPOTrainer:
                 n_tokens = int(mask.sum())
                 if n_tokens == 0:
                     continue
-                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix)
+                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix,
+                                                    temperature=cfg.temperature)
                 if cfg.entropy_coef == 0:
                     entropy = entropy.detach()
                 old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
                 ref_flat = None
                 if self.reference is not None:
                     with torch.no_grad(), self.reference.active(self.model) as ref_model:
-                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix)
+                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix,
+                                                          temperature=cfg.temperature)
                 logprobs = scatter_rows(flat, mask)
                 terms = grpo_loss(
                     logprobs, scatter_rows(old_flat, mask), torch.tensor([a for _, a in micro]), mask,
@@ -252,6 +275,7 @@ class GRPOTrainer:
             self.scheduler.step()
         out = {k: v / max(1, tokens_seen) for k, v in sums.items()}
         out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
+        out["update_size"] = update_size(before, self.params)
         out["trained_tokens"] = float(tokens_seen)
         return out
 
@@ -276,7 +300,7 @@ class GRPOTrainer:
         with torch.no_grad():
             for ep, _ in samples:
                 batch = pad_sequences([ep.tokens.input_ids], [ep.tokens.loss_mask], self.tokenizer.pad_token_id)
-                old[id(ep)] = supervised_logprobs(self.model, batch, bf16=self.cfg.model.bf16)[0]
+                old[id(ep)] = supervised_logprobs(self.model, batch, bf16=self.cfg.model.bf16, temperature=self.cfg.temperature)[0]
         return old
 
     # ---------------------------------------------------------------- loop
@@ -285,6 +309,9 @@ class GRPOTrainer:
         groups = self.rollout(self.next_tasks())
         rollout_seconds = time.perf_counter() - t0
         episodes = [e for g in groups for e in g]
+        if all(e.errored for e in episodes):
+            raise TrainingError(f"step {self.step + 1}: all {len(episodes)} episodes errored, nothing to train on "
+                                f"(first error: {episodes[0].error}); check the user and tool servers, then resume")
         samples, group_stats = self._samples(groups)
         t1 = time.perf_counter()
         losses = self.update(samples) if samples else {}
@@ -305,8 +332,7 @@ class GRPOTrainer:
 
     def validate(self) -> dict[str, float]:
         """Greedy episodes, one per held-out task."""
-        jobs = [(t, 0, episode_seed(self.cfg.seed, -1, t.id, 0)) for t in self.val_tasks]
-        episodes = self.run_episodes(jobs, 0.0, f"step {self.step} validation")
+        episodes = self.run_episodes(self.val_tasks, 1, 0.0, step_seed(self.cfg.seed, -1), f"step {self.step} validation")
         stats = episode_metrics(episodes)
         return {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
 
@@ -329,10 +355,18 @@ class GRPOTrainer:
         finally:
             bar.close()
             self.metrics.close()
+            self.close()
         if self.cfg.plot:
             from muarl.train.plot import plot_run
 
             plot_run(self.run_dir)
+
+
+    def close(self) -> None:
+        """Close the simulated user's and tools' connections and the run's event loop."""
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(self.world.aclose())
+            self._loop.close()
 
 
 def _progress(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:

@@ -81,10 +81,16 @@ class LLMUserSession(UserSession):
     """One simulated customer. Strategies (τ-bench's names): ``llm`` answers directly; ``react`` reasons in a
     Thought line first and only the response is sent; ``verify`` asks the model whether its line is in
     character and regenerates (up to ``max_checks`` times) when not; ``reflection`` has a second pass check
-    the line against the instruction and rewrite it if it breaks character or leaks information."""
+    the line against the instruction and rewrite it if it breaks character or leaks information.
 
-    def __init__(self, simulator: LLMUser, task: Task):
+    Every request carries a ``seed`` derived from the episode's seed and the request's number (unless the
+    user's sampling settings fix one), so a server that honours seeds (vLLM, SGLang, llama.cpp, OpenAI on a
+    best-effort basis) replays the same customer when an episode is re-run."""
+
+    def __init__(self, simulator: LLMUser, task: Task, seed: int = 0):
         self.simulator = simulator
+        self.seed = seed
+        self.requests = 0
         self.instruction = task.user.instruction
         prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
         if simulator.strategy == "react":
@@ -94,7 +100,9 @@ class LLMUserSession(UserSession):
 
     async def _complete(self, messages: list[Message]) -> str:
         try:
-            turn = await self.simulator.client.complete(messages, **self.simulator.sampling)
+            sampling = {"seed": (self.seed + self.requests) % 2**31, **self.simulator.sampling}
+            self.requests += 1
+            turn = await self.simulator.client.complete(messages, **sampling)
         except ModelError as exc:
             raise UserError(f"user simulator failed: {exc}") from None
         self.usage.add(turn.usage)
@@ -137,7 +145,7 @@ class LLMUser(UserSimulator):
         self.name = f"llm:{client.model}" + ("" if strategy == "llm" else f"+{strategy}")
 
     def new_session(self, task: Task, seed: int) -> UserSession:
-        return LLMUserSession(self, task)
+        return LLMUserSession(self, task, seed)
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -1,0 +1,118 @@
+"""The world an episode runs in, configured once for every command that runs episodes.
+
+``muarl rollout``, ``muarl synth`` and ``muarl train`` all run episodes through the same runner, so they
+share one "world" section: which domain and tasks, which simulated user (and its own model and sampling),
+where the tools run, how the trajectory is scored and when an episode is cut. :class:`WorldConfig` holds
+those fields with one spelling and one meaning; each command's config inherits them (flat, so a YAML
+written for a rollout reads the same in training) and adds only what is its own (the agent, trials,
+the optimiser...). :func:`build_world` turns the section into live objects the same way for all of them,
+so an LLM user, MCP tools or a reward variant that work in one command work in the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from muarl.config import ConfigError, YamlConfig
+from muarl.domains.base import Domain
+from muarl.domains.spec import load_domain_spec
+from muarl.reward import RewardFn, make_reward
+from muarl.rollout.backends import BackendFactory, LocalToolBackend
+from muarl.rollout.episode import LoopConfig
+from muarl.types import Task
+from muarl.users.base import UserSimulator
+
+
+class WorldConfig(YamlConfig):
+    """Domain, tasks, simulated user, tools, reward and episode limits (shared by rollout, synth and train)."""
+
+    domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
+    data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
+    split: str = Field("test", description="task split to run")
+    task_ids: list[str] | None = Field(None, description="only these task ids")
+    limit: int | None = Field(None, ge=1, description="only the first N tasks of the split (after the other filters)")
+    max_difficulty: int | None = Field(None, ge=1, description="only tasks up to this difficulty (domains that grade them)")
+    user: str = Field("scripted", description="scripted | llm:MODEL (with user_base_url) | local:PATH (a model in process)")
+    user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user model")
+    user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
+    user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")
+    user_temperature: float | None = Field(None, ge=0, description="user model sampling temperature (server default if unset)")
+    user_max_tokens: int | None = Field(None, ge=1, description="user model completion tokens per reply")
+    tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
+    reward: str = Field("outcome", description="reward function (outcome | turn_penalised | tau2)")
+    max_turns: int = Field(30, ge=1, description="agent turns before an episode is cut")
+    token_budget: int | None = Field(None, ge=1, description="cut an episode when a turn's prompt+completion tokens exceed it")
+    parallel_tool_calls: bool = Field(False, description="run every tool call of a turn, not just the first")
+    timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers)")
+    max_retries: int = Field(3, ge=0, description="retries per model request before the episode is recorded as errored")
+
+    def loop_config(self) -> LoopConfig:
+        return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
+
+
+def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:
+    """The tasks the section names: the split, then task ids, difficulty, and the first ``limit``."""
+    try:
+        tasks = domain.tasks(cfg.split)
+    except ValueError as exc:  # an unknown split: the domain's message names the ones it has
+        raise ConfigError(str(exc)) from None
+    if cfg.task_ids:
+        wanted = set(cfg.task_ids)
+        tasks = [t for t in tasks if t.id in wanted]
+        missing = wanted - {t.id for t in tasks}
+        if missing:
+            raise ConfigError(f"no task(s) {sorted(missing)} in {cfg.domain}/{cfg.split}; see `muarl tasks list`")
+    if cfg.max_difficulty is not None:
+        tasks = [t for t in tasks if (t.difficulty or 0) <= cfg.max_difficulty]
+    return tasks[: cfg.limit] if cfg.limit else tasks
+
+
+def make_backend_factory(spec: str) -> BackendFactory:
+    """Where tool calls run: ``local`` (in process) or ``mcp:COMMAND`` / ``mcp:URL`` (an MCP server)."""
+    if spec == "local":
+        return LocalToolBackend
+    if spec.startswith("mcp:"):
+        from muarl.integrations.mcp_client import backend_factory_from_spec
+
+        return backend_factory_from_spec(spec)
+    raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
+
+
+def make_world_user(cfg: WorldConfig, concurrency: int = 8) -> UserSimulator:
+    """The section's user simulator, with its own model, endpoint and sampling settings."""
+    from muarl.users.factory import make_user
+
+    try:
+        return make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
+                         max_retries=cfg.max_retries, concurrency=concurrency, strategy=cfg.user_strategy,
+                         temperature=cfg.user_temperature, max_tokens=cfg.user_max_tokens)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+@dataclass
+class World:
+    """The live objects of a :class:`WorldConfig`: what ``rollout.runner.run_many`` needs besides the agent."""
+
+    domain: Domain
+    tasks: list[Task]
+    user: UserSimulator
+    backend_factory: BackendFactory
+    reward_fn: RewardFn
+    loop: LoopConfig
+
+    async def aclose(self) -> None:
+        await self.user.aclose()
+
+
+def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
+    """Load the domain, select its tasks and build the user, tool backend and reward the section names."""
+    try:
+        domain = load_domain_spec(cfg.domain, cfg.data_dir)
+        reward_fn = make_reward(cfg.reward)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    tasks = select_tasks(cfg, domain)
+    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools), reward_fn, cfg.loop_config())
