@@ -26,7 +26,7 @@ from muarl.users.scripted import ScriptedUser
 from oracle_http import oracle_policy
 
 N_TASKS, TRIALS = 50, 4  # 200 episodes
-TIMEOUT = 0.5  # the client's per-request timeout; a hang outlasts it
+TIMEOUT = 1.0  # the client's per-request timeout; a hang outlasts it
 FAULT_RATE = 0.08  # of requests
 
 FAULTS = {
