@@ -15,7 +15,7 @@ from muarl.rollout.config import ConfigError
 from muarl.rollout.store import read_episodes
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.trainer import GRPOTrainer, TrainingError
+from muarl.train.trainer import GRPOTrainer, TrainingError, has_signal
 from muarl.types import Episode, RewardInfo, TokenTrace
 
 
@@ -185,3 +185,28 @@ def test_episodes_that_outgrow_the_context_stay_in_their_group_as_failures(tmp_p
     assert all(e.reward is not None and not e.reward.success and e.tokens is not None for e in group)
     samples, stats = trainer._samples([group])
     assert len(samples) == 4 and stats["all_wrong_ratio"] == 1.0  # scored and kept, not dropped as errored
+
+
+def test_dynamic_sampling_rolls_out_fresh_tasks_until_enough_groups_carry_signal(tmp_path):
+    calls = []
+
+    def late_signal(domain, task, final_hash, messages, agent_turns=0):
+        """0 for the first group's 4 episodes; then alternating 1 / 0, so the next group has signal."""
+        calls.append(1)
+        r = float(len(calls) > 4 and len(calls) % 2 == 1)
+        return RewardInfo(reward=r, success=r > 0, state_match=r > 0, final_hash=final_hash, gold_hash="")
+
+    trainer = GRPOTrainer(config(tmp_path / "r", dynamic_sampling=True, max_sampling_rounds=3), reward_fn=late_signal, progress=False)
+    trainer.start()
+    groups, rounds = trainer.collect_groups()
+    assert rounds == 2 and [has_signal(g) for g in groups] == [False, True]
+    assert {p.name for p in (tmp_path / "r" / "rollouts").iterdir()} == {"step-000001.jsonl", "step-000001.round-2.jsonl"}
+    samples, stats = trainer._samples(groups)
+    assert {id(e) for e, _ in samples} == {id(e) for e in groups[1]} and stats["groups_dropped"] == 1
+
+    def never(domain, task, final_hash, messages, agent_turns=0):
+        return RewardInfo(reward=0.0, success=False, state_match=False, final_hash=final_hash, gold_hash="")
+
+    hopeless = GRPOTrainer(config(tmp_path / "n", dynamic_sampling=True, max_sampling_rounds=3), reward_fn=never, progress=False)
+    hopeless.start()
+    assert hopeless.collect_groups()[1] == 3  # gives up after max_sampling_rounds

@@ -79,6 +79,8 @@ class GRPOConfig(WorldConfig):
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-sum"] = Field("token-mean", description="loss reduction (seq-sum: Dr. GRPO)")
     seq_norm: float | None = Field(None, gt=0, description="seq-sum divisor (default max_new_tokens * max_turns)")
     drop_uniform: bool = Field(False, description="skip groups whose scored episodes all have the same reward (zero variance: no signal)")
+    dynamic_sampling: bool = Field(False, description="DAPO's dynamic sampling: roll out fresh tasks while fewer than tasks_per_step groups carry signal; groups without signal are dropped")
+    max_sampling_rounds: int = Field(3, ge=1, description="rollout rounds per step at most, with dynamic_sampling")
     # bookkeeping
     save_every: int = Field(10, ge=1, description="checkpoint every N steps (and at the end)")
     keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk (oldest deleted)")

@@ -181,6 +181,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
     """Train, log metrics to ``OUT/metrics.jsonl``, and save the final full model to ``OUT/model``."""
     from tqdm import tqdm
 
+    cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # record the precision this machine runs
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", cfg.dump_yaml())

@@ -69,10 +69,17 @@ class TrainingError(RuntimeError):
     """A step could not train at all (every episode errored); the message says what failed."""
 
 
-def step_seed(run_seed: int, step: int) -> int:
-    """The run seed of step ``step``'s rollouts (the runner derives one per (task, trial) from it), so a
-    resumed run samples exactly what the uninterrupted one would. Step -1 is validation."""
-    return zlib.crc32(f"{run_seed}/step/{step}".encode())
+def step_seed(run_seed: int, step: int, round_: int = 0) -> int:
+    """The run seed of step ``step``'s rollouts (round ``round_`` of dynamic sampling; the runner derives one
+    per (task, trial) from it), so a resumed run samples exactly what the uninterrupted one would. Step -1 is
+    validation."""
+    return zlib.crc32(f"{run_seed}/step/{step}".encode() + (f"/round/{round_}".encode() if round_ else b""))
+
+
+def has_signal(group: list[Episode]) -> bool:
+    """At least two scored episodes whose rewards differ: only then are the group's advantages non-zero."""
+    rewards = {e.reward.reward for e in group if e.reward is not None and e.tokens is not None}
+    return len(rewards) > 1
 
 
 class GRPOTrainer:
@@ -117,7 +124,7 @@ class GRPOTrainer:
         self.metrics = MetricsWriter(self.run_dir)
         self.metrics.truncate_after(self.step)
         for stale in (self.run_dir / ROLLOUTS_DIR).glob("step-*.jsonl"):  # steps after the checkpoint are re-run
-            if int(stale.stem.split("-")[1]) > self.step:
+            if int(stale.name[len("step-"):len("step-") + 6]) > self.step:
                 stale.unlink()
 
     def _load(self, ckpt: Path) -> None:
@@ -139,10 +146,10 @@ class GRPOTrainer:
                                {"position": self.position}, keep=self.cfg.keep_checkpoints)
 
     # ---------------------------------------------------------------- rollouts
-    def next_tasks(self) -> list[Task]:
-        """The next ``tasks_per_step`` distinct tasks of the seeded per-epoch order."""
+    def next_tasks(self, n: int | None = None) -> list[Task]:
+        """The next ``n`` (default ``tasks_per_step``) distinct tasks of the seeded per-epoch order."""
         batch: list[Task] = []
-        limit = min(self.cfg.tasks_per_step, len(self.tasks))
+        limit = min(n or self.cfg.tasks_per_step, len(self.tasks))
         while len(batch) < limit:
             epoch, index = divmod(self.position, len(self.tasks))
             order = list(range(len(self.tasks)))
@@ -177,11 +184,13 @@ class GRPOTrainer:
         ))
         return result.episodes
 
-    def rollout(self, tasks: list[Task]) -> list[list[Episode]]:
+    def rollout(self, tasks: list[Task], round_: int = 0) -> list[list[Episode]]:
         """``group_size`` episodes per task, grouped by task in ``tasks`` order (trials in order)."""
-        out = self.run_dir / ROLLOUTS_DIR / f"step-{self.step + 1:06d}.jsonl" if self.cfg.keep_rollouts else None
-        episodes = self.run_episodes(tasks, self.cfg.group_size, self.cfg.temperature, step_seed(self.cfg.seed, self.step),
-                                     f"step {self.step + 1} rollouts", out)
+        name = f"step-{self.step + 1:06d}" + (f".round-{round_ + 1}" if round_ else "")
+        out = self.run_dir / ROLLOUTS_DIR / f"{name}.jsonl" if self.cfg.keep_rollouts else None
+        desc = f"step {self.step + 1} rollouts" + (f" (round {round_ + 1})" if round_ else "")
+        episodes = self.run_episodes(tasks, self.cfg.group_size, self.cfg.temperature,
+                                     step_seed(self.cfg.seed, self.step, round_), desc, out)
         by_task: dict[str, list[Episode]] = {t.id: [] for t in tasks}
         for episode in sorted(episodes, key=lambda e: e.trial):
             by_task[episode.task_id].append(episode)
@@ -206,9 +215,9 @@ class GRPOTrainer:
             stats["all_correct_ratio"] += all(correct)
             stats["all_wrong_ratio"] += not any(correct)
             rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
-            uniform = bool((rewards == rewards[0, 0]).all())
+            uniform = not has_signal(scored)
             stats["uniform_ratio"] += uniform
-            if uniform and self.cfg.drop_uniform:
+            if uniform and (self.cfg.drop_uniform or self.cfg.dynamic_sampling):
                 stats["groups_dropped"] += 1
                 continue
             advantages = group_advantages(rewards, scale_by_std=self.cfg.advantage_std)[0]
@@ -304,9 +313,24 @@ class GRPOTrainer:
         return old
 
     # ---------------------------------------------------------------- loop
+    def collect_groups(self) -> tuple[list[list[Episode]], int]:
+        """The step's groups, and how many rollout rounds they took. With ``dynamic_sampling`` (DAPO's), rounds
+        of fresh tasks follow while fewer than ``tasks_per_step`` groups carry signal, up to
+        ``max_sampling_rounds``; the groups without signal are then dropped by the update (``drop_uniform``)."""
+        groups: list[list[Episode]] = []
+        wanted = self.cfg.tasks_per_step
+        rounds = self.cfg.max_sampling_rounds if self.cfg.dynamic_sampling else 1
+        for round_ in range(rounds):
+            new = self.rollout(self.next_tasks(wanted), round_)
+            groups += new
+            wanted -= sum(has_signal(g) for g in new)
+            if wanted <= 0:
+                break
+        return groups, round_ + 1
+
     def train_step(self) -> dict[str, float]:
         t0 = time.perf_counter()
-        groups = self.rollout(self.next_tasks())
+        groups, rounds = self.collect_groups()
         rollout_seconds = time.perf_counter() - t0
         episodes = [e for g in groups for e in g]
         if all(e.errored for e in episodes):
@@ -324,7 +348,7 @@ class GRPOTrainer:
             "lr": self.scheduler.get_last_lr()[0], "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
             "rollout_tokens_per_s": generated / max(rollout_seconds, 1e-9),
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
-            "data_position": float(self.position),
+            "data_position": float(self.position), "sampling_rounds": float(rounds),
         }
         if self.cfg.val_every and self.val_tasks and self.step % self.cfg.val_every == 0:
             metrics.update(self.validate())
