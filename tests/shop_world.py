@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from muarl.domains.base import BaseData, Domain, State, ToolError, ToolRegistry, tool
+from muarl.domains.spec import domain_factory
 from muarl.types import Action, Task, UserScenario
 
 POLICY = (
@@ -94,6 +95,7 @@ TASKS = [
 ]
 
 
+@domain_factory
 def load(data_dir: str | None = None) -> Domain:
     tools = ToolRegistry.from_functions([find_user_id_by_email, get_order, cancel_order, transfer_to_human_agents])
     return Domain(

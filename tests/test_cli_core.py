@@ -75,6 +75,51 @@ def test_eval_warns_about_torn_lines(run_dir, tmp_path):
     assert "1 unreadable line" in result.stderr
 
 
+def test_run_files_are_openai_format_with_the_tools_recorded_once(run_dir):
+    out, _ = run_dir
+    info = json.loads((out / "run.json").read_text())
+    assert [t["type"] for t in info["tools"]] == ["function"] * len(info["tools"])
+    assert {"find_patient_by_email", "book_appointment"} <= {t["function"]["name"] for t in info["tools"]}
+    episode = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
+    assert "tools" not in episode
+    calls = [c for m in episode["messages"] for c in m.get("tool_calls", [])]
+    assert calls and all(set(c) == {"id", "type", "function"} and set(c["function"]) == {"name", "arguments"} for c in calls)
+    assert not [k for m in episode["messages"] for k, v in m.items() if v is None]
+
+
+def _flat(message: dict) -> dict:
+    """A message as episode files held it before they used the OpenAI form: flat tool calls, null fields kept."""
+    calls = [{"id": c["id"], **c["function"]} for c in message.get("tool_calls", [])] or None
+    return {"content": None, "tool_call_id": None, "name": None, **message, "tool_calls": calls}
+
+
+def test_episodes_written_in_the_old_format_still_evaluate_and_resume(run_dir, tmp_path):
+    out, _ = run_dir
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "run.json").write_text((out / "run.json").read_text())
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    (old / "episodes.jsonl").write_text("".join(json.dumps({**r, "messages": [_flat(m) for m in r["messages"]]}) + "\n" for r in rows))
+    assert invoke("eval", str(old), "--json", "--bootstrap", "0").stdout == invoke("eval", str(out), "--json", "--bootstrap", "0").stdout
+    resumed = invoke("rollout", "--out", str(old), "--limit", "5", "--trials", "2", "--quiet", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "10 episode(s) were already finished, 0 run now" in resumed.stderr
+
+
+def test_eval_says_when_tau2_nl_assertions_were_not_graded(tmp_path):
+    from muarl.types import Episode, RewardInfo
+
+    def episode(task_id, judged):
+        details = {"reward_basis": ["DB", "NL_ASSERTION"], "nl_judged": judged}
+        return Episode(task_id=task_id, domain="tau2-retail", split="test", termination="user_stop",
+                       reward=RewardInfo(reward=1.0, state_match=True, final_hash="h", gold_hash="h", details=details))
+
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("".join(episode(t, j).model_dump_json() + "\n" for t, j in (("a", False), ("b", True), ("c", False))))
+    result = invoke("eval", str(path), "--bootstrap", "0")
+    assert result.exit_code == 0 and "note: 2 of 3 episodes have τ² NL assertions that were not graded" in result.stderr
+
+
 def test_a_run_whose_every_episode_errored_says_so_and_exits_3(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,6 +7,8 @@ hold, and says why otherwise; every model round-trips through JSON.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from muarl.types import MAX_ARGUMENT_NESTING, Episode, Message, RewardInfo, ToolCall, ToolExecution, TurnTiming, Usage
@@ -69,6 +71,27 @@ def test_episode_json_round_trip_and_properties():
     assert Episode.model_validate_json(ep.model_dump_json()) == ep
     assert ep.key == ("t", 2) and not ep.errored
     assert Episode(task_id="t", domain="d", split="s", termination="error").errored
+
+
+def test_episode_files_hold_openai_messages_without_nulls_and_older_flat_ones_still_read():
+    ep = Episode(task_id="t", domain="d", split="test", termination="user_stop", messages=[
+        Message(role="user", content="hi"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c", name="f", arguments='{"a": 1}')]),
+        Message(role="tool", content="ok", tool_call_id="c", name="f"),
+    ])
+    written = json.loads(ep.model_dump_json())["messages"]
+    assert written == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c", "name": "f"},
+    ]
+    flat = [  # as episode files were written before: muarl's flat tool calls, every field present
+        {"role": "user", "content": "hi", "tool_calls": None, "tool_call_id": None, "name": None},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "name": "f", "arguments": '{"a": 1}'}], "tool_call_id": None, "name": None},
+        {"role": "tool", "content": "ok", "tool_calls": None, "tool_call_id": "c", "name": "f"},
+    ]
+    old = json.loads(ep.model_dump_json()) | {"messages": flat}
+    assert Episode.model_validate(old) == Episode.model_validate_json(json.dumps(old)) == ep
 
 
 def test_unknown_fields_are_refused():

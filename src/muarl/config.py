@@ -10,8 +10,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 from typing_extensions import Self
 
+from muarl.errors import InputError
 
-class ConfigError(ValueError):
+
+class ConfigError(InputError):
     """A configuration that cannot work; the message says what to change."""
 
 

@@ -4,7 +4,10 @@ Messages follow the OpenAI chat format (an assistant message carries ``tool_call
 is the raw JSON *string* the model produced, exactly as OpenAI-compatible servers return it): keeping the
 raw string is what lets a malformed call be shown back to the policy as an error instead of being lost.
 
-Everything here is a pydantic v2 model and round-trips through JSON lines. This module imports nothing
+Everything here is a pydantic v2 model and round-trips through JSON lines. Messages are written in the OpenAI
+form itself (a tool call as ``{id, type: "function", function: {name, arguments}}``, no null fields), so an
+episode file's messages can be sent to or compared with any OpenAI-compatible tool as they are; the flat form
+older episode files hold (``{id, name, arguments}``, nulls included) still reads. This module imports nothing
 else of muarl.
 """
 
@@ -14,7 +17,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
@@ -74,6 +77,19 @@ class ToolCall(_Model):
     name: str
     arguments: str = "{}"  # raw JSON text as generated; parsed (and validated) by the episode loop
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_openai_form(cls, data: Any) -> Any:
+        """``{id, type: "function", function: {name, arguments}}`` (as written since episodes use it) to our fields."""
+        if isinstance(data, dict) and isinstance(data.get("function"), dict) and data.get("type", "function") == "function":
+            fn = data["function"]
+            return {"id": data.get("id"), **{k: fn[k] for k in ("name", "arguments") if k in fn}}
+        return data
+
+    @model_serializer(mode="plain")
+    def _openai_form(self) -> dict[str, Any]:
+        return self.to_openai()
+
     @field_validator("name", "arguments")
     @classmethod
     def _encodable(cls, value: str) -> str:
@@ -119,6 +135,10 @@ class Message(_Model):
     def _encodable(cls, value: str | None) -> str | None:
         return valid_unicode(value)
 
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat-completions request expects it."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -132,12 +152,19 @@ class Message(_Model):
 
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> Message:
-        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form."""
+        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form.
+
+        Raises ValueError when ``tool_calls`` is not a list of call objects (e.g. a server that gives names
+        as strings): that is not a message in either form, whatever the model meant."""
         calls = None
         if data.get("tool_calls"):
+            if not isinstance(data["tool_calls"], list):
+                raise ValueError(f"tool_calls must be a list of tool-call objects, not {data['tool_calls']!r}")
             calls = []
             for i, raw in enumerate(data["tool_calls"]):
-                fn = raw.get("function", raw)
+                fn = raw.get("function", raw) if isinstance(raw, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
+                    raise ValueError(f"tool_calls[{i}] is not a tool-call object with a function name: {raw!r}")
                 args = fn.get("arguments", "{}")
                 if not isinstance(args, str):
                     args = json.dumps(args)

@@ -171,4 +171,7 @@ def test_certificates_and_reads(airline):
     assert any(f["flight_number"] == "HAT136" and f["prices"]["economy"] == 152 and "dates" not in f for f in direct)
     onestop = json.loads(call(airline, s, "search_onestop_flight", origin="JFK", destination="SEA", date="2024-05-20"))
     assert any([a["flight_number"], b["flight_number"]] == ["HAT136", "HAT039"] for a, b in onestop)
+    for bad_date in ("tomorrow", "05/20/2024"):  # LGA has overnight first legs, whose next day needs the digits
+        with pytest.raises(ToolError, match="^date must be 'YYYY-MM-DD'"):
+            call(airline, s, "search_onestop_flight", origin="LGA", destination="SFO", date=bad_date)
     assert "certificate_3221324" in json.loads(call(airline, s, "get_user_details", user_id=MIA))["payment_methods"]

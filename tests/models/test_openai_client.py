@@ -28,6 +28,7 @@ from muarl.rollout.store import read_episodes
 from muarl.types import Message, ToolCall
 from muarl.users.scripted import ScriptedUser
 from oracle_http import oracle_policy
+from servers import json_server
 
 
 @pytest.fixture(scope="module")
@@ -177,24 +178,43 @@ def test_retries_give_up_with_model_error_after_max_retries():
         assert server.requests == 3
 
 
-def test_a_reply_that_is_not_a_chat_completion_is_a_model_error():
-    def policy(request):
-        return {"content": "x"}
-
-    async def go(server):
-        client = _client(server)
-        client._post = _no_choices  # type: ignore[method-assign]
+def complete_once(base_url: str, max_retries: int = 2) -> None:
+    async def go():
+        client = ChatClient(base_url, "test-model", api_key="k", backoff=0.001, max_retries=max_retries)
         try:
             await client.complete([Message(role="user", content="hi")])
         finally:
             await client.aclose()
 
-    async def _no_choices(body):
-        return {"id": "x", "choices": []}
+    asyncio.run(go())
 
-    with LoopbackServer(policy) as server:
-        with pytest.raises(ModelError, match="not a chat completion"):
-            asyncio.run(go(server))
+
+@pytest.mark.parametrize("tool_calls", [["get_user"], "get_user", [{"id": "c1", "function": "get_user"}]])
+def test_tool_calls_that_are_not_call_objects_are_retried_then_a_model_error(tool_calls):
+    with LoopbackServer(lambda request: {"content": None, "tool_calls": tool_calls}) as server:
+        with pytest.raises(ModelError, match=r"3 attempt\(s\): response is not a chat completion \(tool_calls"):
+            complete_once(server.base_url)
+        assert server.requests == 3
+
+
+def test_a_body_without_choices_is_retried_then_a_model_error():
+    with json_server({"id": "x", "choices": []}) as url:
+        with pytest.raises(ModelError, match=r"2 attempt\(s\): response is not a chat completion"):
+            complete_once(url, max_retries=1)
+
+
+def test_string_tool_calls_give_an_errored_episode(clinic):
+    async def go(url):
+        agent = OpenAIAgent(ChatClient(url, "m", api_key="k", max_retries=1, backoff=0.001))
+        try:
+            return await run_episode(clinic, clinic.tasks("test")[0], agent, ScriptedUser())
+        finally:
+            await agent.aclose()
+
+    with LoopbackServer(lambda request: {"content": None, "tool_calls": "find_patient"}) as server:
+        episode = asyncio.run(go(server.base_url))
+    assert episode.termination == "error" and episode.reward is None
+    assert episode.error.startswith("ModelError:") and "tool_calls must be a list" in episode.error
 
 
 @pytest.mark.parametrize("where", ["failing server", "closed port"])

@@ -47,13 +47,18 @@ def test_offline_synthesis_exports_what_passes_and_reports_why_the_rest_failed(c
     assert len(train) + len(val) == len(accepted) == sum(report["exported"].values())
     assert not {r["task_id"] for r in train} & {r["task_id"] for r in val}  # split by task
     row = train[0]
-    assert set(row) == {"messages", "tools", "task_id", "split"} and row["split"] == "train"
+    assert set(row) == {"messages", "tools", "task_id", "split", "task_split"} and row["split"] == "train" and row["task_split"] == "train"
     assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
     assert any(m.get("tool_calls") for m in row["messages"]) and any(m["role"] == "tool" and m["tool_call_id"] for m in row["messages"])
     assert {t["function"]["name"] for t in row["tools"]} >= {"find_patient_by_email", "book_appointment"}
     pq = pytest.importorskip("pyarrow.parquet")
     table = pq.read_table(out / "sft_train.parquet")
-    assert table.num_rows == len(train) and json.loads(table.column("tools")[0].as_py()) == row["tools"]
+    tools = table.column("tools")[0].as_py()  # a list of tool specs, each schema as JSON text
+    assert table.num_rows == len(train) and [t["function"]["name"] for t in tools] == [t["function"]["name"] for t in row["tools"]]
+    assert [{**t, "function": {**t["function"], "parameters": json.loads(t["function"]["parameters"])}} for t in tools] == row["tools"]
+    assert report["files"] == ["run.json", "episodes.jsonl", "tools.json", "validation.jsonl", "sft_train.jsonl", "sft_train.parquet",
+                               "sft_validation.jsonl", "sft_validation.parquet", "report.json"]
+    assert set(report["files"]) == {p.name for p in out.iterdir()}  # every file there, each written by this run
 
 
 def test_resume_runs_nothing_twice(clinic_run):

@@ -1,11 +1,17 @@
 """The ``muarl`` command. Each subcommand lives in its own module of this package and is thin: it parses
-options, builds objects from the library, and prints; the logic lives in the library."""
+options, builds objects from the library, and prints; the logic lives in the library.
+
+A user's mistake found anywhere below a command (:class:`muarl.errors.InputError`) ends the command here,
+in one place, as a one-line ``Error: ...`` and exit code 2; commands need no try/except of their own for it.
+"""
 
 from __future__ import annotations
 
 import importlib
 
 import click
+
+from muarl.errors import InputError
 
 # subcommand name -> "module:function" (a click command), imported only when that command runs
 COMMANDS: dict[str, str] = {
@@ -21,7 +27,19 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class InputFailure(click.ClickException):
+    """An :class:`InputError` as the command line reports it: ``Error: <message>`` on one line, exit code 2."""
+
+    exit_code = 2
+
+
 class _LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context):  # noqa: ANN201 - whatever the subcommand returns
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            raise InputFailure(" ".join(str(exc).split())) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

@@ -10,6 +10,7 @@ from typing import NoReturn
 import click
 
 from muarl.evals.passk import Summary, summarise
+from muarl.evals.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
 from muarl.types import Episode
 
@@ -38,24 +39,34 @@ def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
             click.echo(f"{t.task_id:<28} {f'{t.c}/{t.n}':>6} {t.mean_reward:>7.3f} {t.errored:>7}")
 
 
+def note_ungraded_nl(episodes: list[Episode]) -> None:
+    """Say on stderr when τ² scores are partial: their NL assertions were not graded (the τ² reward had no judge)."""
+    n = sum(nl_ungraded(e.reward) for e in episodes)
+    if n:
+        click.echo(f"note: {n} of {len(episodes)} episodes have τ² NL assertions that were not graded (no judge): "
+                   "their rewards leave those assertions out", err=True)
+
+
 @click.command(name="eval")
 @click.argument("run", type=click.Path(exists=True))
-@click.option("--k", "ks", type=int, multiple=True, help="Report pass^k for these k (default 1..trials).")
+@click.option("--k", "ks", type=click.IntRange(min=1), multiple=True, help="Report pass^k for these k (default 1..trials).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--per-task", is_flag=True, help="Also print each task's verdicts.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
     """Score a run directory (or an episodes JSONL file)."""
     episodes, bad = read_episodes(episodes_path(run), outcomes_only=True)
     if not episodes:
-        raise click.UsageError(f"no episodes in {episodes_path(run)}")
-    episodes = latest_per_key(episodes)
-    summary = summarise(episodes, ks=list(ks) or None, bootstrap=bootstrap)
+        unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
+        raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
+    latest = latest_per_key(episodes)
+    summary = summarise(latest, ks=list(ks) or None, bootstrap=bootstrap)
     if as_json:
         click.echo(json.dumps(summary.to_json()))
     elif summary.n_tasks:
         print_summary(summary, per_task=per_task)
+    note_ungraded_nl(latest)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
     if not summary.n_tasks:
-        fail_unscored(episodes, episodes_path(run))
+        fail_unscored(latest, episodes_path(run))

@@ -20,23 +20,16 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
            judge_base_url: str | None, judge_model: str | None, as_json: bool) -> None:
     """Replay FILE's trajectories on DOMAIN and print each new reward beside the recorded one."""
     from muarl.domains import load_domain
-    from muarl.domains.tau.loader import TauDataError
     from muarl.evals.replay import read_trajectories, replay_all
-    from muarl.evals.tau2_criteria import JudgeConfig
+    from muarl.evals.tau2_criteria import JudgeConfig, nl_ungraded
 
     if (judge_base_url is None) != (judge_model is None):
         raise click.UsageError("give both --judge-base-url and --judge-model, or neither")
-    try:
-        domain = load_domain(domain_name, data_dir)
-        trajectories = read_trajectories(file, domain, split=split, task_id=task_id)
-        judge = JudgeConfig(base_url=judge_base_url, model=judge_model) if judge_base_url else None
-        results = replay_all(domain, trajectories, judge=judge)
-    except (ValueError, TauDataError) as exc:
-        raise click.ClickException(str(exc)) from None
-    unjudged = 0
+    domain = load_domain(domain_name, data_dir)  # a bad domain, data or file: an InputError, exit 2 (see muarl.cli)
+    trajectories = read_trajectories(file, domain, split=split, task_id=task_id)
+    judge = JudgeConfig(base_url=judge_base_url, model=judge_model) if judge_base_url else None
+    results = replay_all(domain, trajectories, judge=judge)
     for r in results:
-        if r.reward.details.get("nl_judged") is False and "NL_ASSERTION" in r.reward.details.get("reward_basis", []):
-            unjudged += 1
         if as_json:
             click.echo(json.dumps(r.summary()))
         else:
@@ -48,5 +41,6 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
         known = sum(1 for r in results if r.agrees is not None)
         mean = sum(r.reward.reward for r in results) / len(results) if results else 0.0
         click.echo(f"{len(results)} trajectories, mean replayed reward {mean:.3f}, agreeing with the record: {agree}/{known}")
+    unjudged = sum(nl_ungraded(r.reward) for r in results)
     if unjudged:
         click.echo(f"note: {unjudged} trajectories have NL assertions that were not graded (no --judge-model)", err=True)

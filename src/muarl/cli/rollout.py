@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, print_summary
+from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, print_summary
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.rollout.config import ConfigError, RolloutConfig
@@ -23,10 +23,7 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
     """The run.json of a resumed run: refused (usage error) when a setting differs from the interrupted run's,
     since its episodes and the new ones would then be of two configurations in one file; otherwise it keeps
     when the run started and adds when it was resumed."""
-    try:
-        previous = read_run_info(out)
-    except ValueError as exc:
-        raise click.UsageError(f"cannot resume: {exc}") from None
+    previous = read_run_info(out)
     if previous is None:
         raise click.UsageError(f"cannot resume {out}: it holds episodes but no {RUN_FILE}, so their settings are unknown; choose another --out")
     conflicts = cfg.resume_conflicts(previous.get("config") or {})
@@ -53,6 +50,8 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
 @click.option("--max-turns", type=int, help="Agent turns per episode [30].")
+@click.option("--timeout", type=float, help="Seconds per model or MCP tool-server request [60].")
+@click.option("--max-retries", type=int, help="Retries of a failed model request or MCP session opening [3].")
 @click.option("--reward", help="Reward function [outcome].")
 @click.option("--seed", type=int, help="Run seed [0].")
 @click.option("--out", help="Run directory [runs/rollout].")
@@ -74,7 +73,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
     info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
             "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
-            "agent": agent.name, "user": world.user.name}
+            "agent": agent.name, "user": world.user.name, "tools": [t.to_openai() for t in world.domain.tools.specs()]}
     write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
 
     async def go():  # noqa: ANN202
@@ -95,6 +94,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     if not summary.n_tasks:
         fail_unscored(episodes, episodes_file)
     print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
+    note_ungraded_nl(episodes)
     click.echo(f"episodes: {episodes_file}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)

@@ -14,6 +14,7 @@ import click
 @click.option("--data-dir", help="Data directory, for domains that load data.")
 @click.option("--scenario", type=click.Path(exists=True, dir_okay=False), help="Scenario file (tool schemas, policy, seed DB, tasks) instead of a domain.")
 @click.option("--split", help="Task split [train].")
+@click.option("--allow-test-split", is_flag=True, default=None, help="Permit --split test (its dialogues would train on the evaluation set).")
 @click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--limit", type=int, help="Only the first N tasks.")
 @click.option("--agent", help="oracle | openai:MODEL [oracle].")
@@ -42,7 +43,7 @@ import click
 def synth(config_path: str | None, task_ids: tuple[str, ...], identification_tools: tuple[str, ...], review_path: str | None,
           quiet: bool, as_json: bool, **flags) -> None:  # noqa: ANN003
     """Generate, validate and export SFT dialogues; the report counts rejections by reason."""
-    from muarl.synth.generate import REPORT_FILE, SynthConfig, SynthError, import_review, synthesize
+    from muarl.synth.generate import SynthConfig, SynthError, import_review, synthesize
     from muarl.synth.report import format_report
 
     try:
@@ -51,4 +52,4 @@ def synth(config_path: str | None, task_ids: tuple[str, ...], identification_too
     except (SynthError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
-    click.echo(f"output: {cfg.out} (sft_train.jsonl, sft_validation.jsonl, validation.jsonl, {REPORT_FILE})", err=True)
+    click.echo(f"wrote in {cfg.out}: {', '.join(report['files'])}", err=True)

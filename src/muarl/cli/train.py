@@ -10,6 +10,7 @@ import os
 import click
 
 from muarl.rollout.config import ConfigError
+from muarl.rollout.store import writable_dir
 
 
 def _prepare_threads() -> None:
@@ -43,6 +44,7 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
         cfg = GRPOConfig.load(config_path, out=out, steps=steps)
         if model_name:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name})})
+        writable_dir(cfg.out)
         trainer = GRPOTrainer(cfg, progress=not quiet)
         trainer.start(resume=resume)
     except (ConfigError, ValueError) as exc:
@@ -62,8 +64,10 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
 @click.option("--out", help="Run directory (overrides the config).")
 @click.option("--model", "model_name", help="Model to fine-tune (overrides the config).")
 @click.option("--epochs", type=float, help="Passes over the data (overrides the config).")
+@click.option("--allow-test-split", is_flag=True, help="Permit dialogues of a task split named test (they would train on the evaluation set).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None, quiet: bool) -> None:
+def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None,
+        allow_test_split: bool, quiet: bool) -> None:
     """Cold-start supervised fine-tuning on chat JSONL, loss on assistant tokens only."""
     _prepare_threads()
     _need_training_extras()
@@ -74,7 +78,7 @@ def sft(config_path: str | None, data: str | None, out: str | None, model_name: 
         cfg = SFTConfig.load(config_path, data=data, out=out, epochs=epochs)
         if model_name:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name})})
-        path = run_sft(cfg, progress=not quiet)
+        path = run_sft(cfg, progress=not quiet, allow_test_split=allow_test_split)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"model saved to {path}")

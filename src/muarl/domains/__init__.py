@@ -4,9 +4,11 @@ so that loading one domain never imports another's code or data."""
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from muarl.domains.base import Domain
+from muarl.errors import InputError
 
 # name -> "module:factory"; a factory takes data_dir (None for embedded domains) and options
 DOMAINS: dict[str, str] = {
@@ -22,15 +24,27 @@ DEFAULT_DOMAIN = "clinic"
 _cache: dict[tuple[str, str | None], Domain] = {}
 
 
+ENTRY_POINT_GROUP = "muarl.domains"  # installed plugins: name = "package.module:factory"
+
+
+def plugin_domains() -> dict[str, EntryPoint]:
+    """Domains that installed packages declare in the ``muarl.domains`` entry-point group, by name."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in DOMAINS}
+
+
 def load_domain(name: str = DEFAULT_DOMAIN, data_dir: str | None = None, **options: Any) -> Domain:
-    """The named domain (cached per data directory when no options are given)."""
-    if name not in DOMAINS:
-        raise ValueError(f"unknown domain {name!r}; known domains: {sorted(DOMAINS)}")
+    """The named domain, registered here or by a plugin (cached per data directory when no options are given)."""
     key = (name, data_dir)
     if not options and key in _cache:
         return _cache[key]
-    module_name, factory_name = DOMAINS[name].split(":")
-    domain = getattr(importlib.import_module(module_name), factory_name)(data_dir, **options)
+    if name in DOMAINS:
+        module_name, factory_name = DOMAINS[name].split(":")
+        factory = getattr(importlib.import_module(module_name), factory_name)
+    elif name in (plugins := plugin_domains()):
+        factory = plugins[name].load()
+    else:
+        raise InputError(f"unknown domain {name!r}; known domains: {sorted(DOMAINS) + sorted(plugin_domains())}")
+    domain = factory(data_dir, **options)
     if not options:
         _cache[key] = domain
     return domain

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from muarl.errors import InputError
 from muarl.types import Action, Task, ToolKind, ToolSpec
 
 _DELETED = object()
@@ -427,7 +428,7 @@ class Domain:
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:
-            raise ValueError(f"domain {self.name!r} has no split {split!r}; its splits are {list(self.splits)}")
+            raise InputError(f"domain {self.name!r} has no split {split!r}; its splits are {list(self.splits)}")
         if split not in self._tasks:
             self._tasks[split] = self.task_loader(split)
         return self._tasks[split]

@@ -26,13 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from muarl.domains.base import Domain
+from muarl.errors import InputError
 from muarl.evals.tau2_criteria import JudgeConfig, evaluate_tau2
 from muarl.reward import RewardFn, outcome_reward
 from muarl.types import Episode, Message, RewardInfo
 
 
-class ReplayInputError(ValueError):
+class ReplayInputError(InputError):
     """The file is not a trajectory format replay understands, or names a task the domain lacks."""
 
 
@@ -76,6 +79,52 @@ def _message(raw: dict[str, Any]) -> Message:
     return Message.from_openai(raw)
 
 
+def _reason(exc: Exception) -> str:
+    """One line saying why a record did not fit: pydantic's first problem, the missing key, or the message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
+    if isinstance(exc, KeyError):
+        return f"missing {exc}"
+    return " ".join(str(exc).split())[:200]
+
+
+def _messages(raw: Any, where: str, key: str = "messages") -> list[Message]:
+    """A list of OpenAI-format messages, or a ReplayInputError naming ``where`` and the message that does not fit."""
+    if not isinstance(raw, list):
+        raise ReplayInputError(f"{where}: {key!r} must be a list of messages, got {type(raw).__name__}")
+    messages = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise ReplayInputError(f"{where}: message {i} must be an object, got {type(m).__name__}")
+        calls = m.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) and isinstance(c.get("function", c), dict) for c in calls)):
+            raise ReplayInputError(f"{where}: message {i}: tool_calls must be a list of {{id, type, function: {{name, arguments}}}} objects")
+        try:
+            messages.append(_message(m))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ReplayInputError(f"{where}: message {i} is not an OpenAI chat message ({_reason(exc)})") from None
+    return messages
+
+
+def _record(raw: Any, where: str, messages_key: str, reward: Any) -> dict[str, Any]:
+    """The checked fields of one recorded trajectory: ``task_id``, ``trial``, ``reward`` and its ``messages``."""
+    if not isinstance(raw, dict):
+        raise ReplayInputError(f"{where}: expected an object, got {type(raw).__name__}")
+    task_id, trial = raw.get("task_id"), raw.get("trial", 0) or 0
+    if task_id is None:
+        raise ReplayInputError(f"{where}: no task_id")
+    if not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
+        raise ReplayInputError(f"{where}: task_id must be a string or an integer, got {type(task_id).__name__}")
+    if not isinstance(trial, int) or isinstance(trial, bool):
+        raise ReplayInputError(f"{where}: trial must be an integer, got {type(trial).__name__}")
+    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
+        raise ReplayInputError(f"{where}: the recorded reward must be a number, got {type(reward).__name__}")
+    if messages_key not in raw:
+        raise ReplayInputError(f"{where}: no {messages_key!r} list of messages")
+    return {"task_id": task_id, "trial": trial, "recorded_reward": reward, "messages": _messages(raw[messages_key], where, messages_key)}
+
+
 def _task_id(raw_id: Any, domain: Domain, split: str) -> str:
     """τ-bench numbers tasks per split; muarl's τ-bench ids are ``<split>-<index>``."""
     if isinstance(raw_id, int) and domain.name.startswith("tau-"):
@@ -85,7 +134,10 @@ def _task_id(raw_id: Any, domain: Domain, split: str) -> str:
 
 def read_trajectories(path: str | Path, domain: Domain, split: str = "test", task_id: str | None = None) -> list[Trajectory]:
     """Every trajectory of a file (see the module docstring for the formats)."""
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ReplayInputError(f"{path}: not UTF-8 text (a binary file?)") from None
     stripped = text.lstrip()
     if not stripped:
         raise ReplayInputError(f"{path}: empty file")
@@ -93,30 +145,36 @@ def read_trajectories(path: str | Path, domain: Domain, split: str = "test", tas
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
+    except RecursionError:
+        raise ReplayInputError(f"{path}: JSON nested too deeply to be a trajectory file") from None
     if data is None or (isinstance(data, dict) and "termination" in data and "task_id" in data):
         return [_from_episode(line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if isinstance(data, dict) and "simulations" in data:
-        return [
-            Trajectory(task_id=str(s["task_id"]), trial=s.get("trial", 0) or 0, messages=[_message(m) for m in s["messages"]],
-                       recorded_reward=(s.get("reward_info") or {}).get("reward"))
-            for s in data["simulations"]
-        ]
+        if not isinstance(data["simulations"], list):
+            raise ReplayInputError(f"{path}: 'simulations' must be a list, got {type(data['simulations']).__name__}")
+        trajectories = []
+        for i, s in enumerate(data["simulations"]):
+            info = s.get("reward_info") if isinstance(s, dict) else None
+            if info is not None and not isinstance(info, dict):
+                raise ReplayInputError(f"{path}: simulation {i}: reward_info must be an object, got {type(info).__name__}")
+            r = _record(s, f"{path}: simulation {i}", "messages", (info or {}).get("reward"))
+            trajectories.append(Trajectory(**{**r, "task_id": str(r["task_id"])}))
+        return trajectories
     if isinstance(data, dict) and "messages" in data:
-        tid = data.get("task_id", task_id)
-        if tid is None:
+        if data.get("task_id", task_id) is None:
             raise ReplayInputError(f"{path}: the conversation names no task_id; pass one (--task)")
-        return [Trajectory(task_id=_task_id(tid, domain, split), messages=[_message(m) for m in data["messages"]],
-                           recorded_reward=data.get("reward"))]
+        r = _record({**data, "task_id": data.get("task_id", task_id)}, str(path), "messages", data.get("reward"))
+        return [Trajectory(**{**r, "task_id": _task_id(r["task_id"], domain, split), "trial": 0})]
     if isinstance(data, list) and data and isinstance(data[0], dict) and "traj" in data[0]:
-        return [
-            Trajectory(task_id=_task_id(r["task_id"], domain, split), trial=r.get("trial", 0) or 0,
-                       messages=[_message(m) for m in r["traj"]], recorded_reward=r.get("reward"))
-            for r in data
-        ]
+        trajectories = []
+        for i, raw in enumerate(data):
+            r = _record(raw, f"{path}: result {i}", "traj", raw.get("reward") if isinstance(raw, dict) else None)
+            trajectories.append(Trajectory(**{**r, "task_id": _task_id(r["task_id"], domain, split)}))
+        return trajectories
     if isinstance(data, list) and all(isinstance(m, dict) and "role" in m for m in data):
         if task_id is None:
             raise ReplayInputError(f"{path}: a bare message list needs the task it belongs to (--task)")
-        return [Trajectory(task_id=_task_id(task_id, domain, split), messages=[_message(m) for m in data])]
+        return [Trajectory(task_id=_task_id(task_id, domain, split), messages=_messages(data, str(path)))]
     raise ReplayInputError(
         f"{path}: not a known trajectory format (muarl episodes JSONL, τ-bench results list, τ² results, or OpenAI messages)"
     )
@@ -126,7 +184,7 @@ def _from_episode(line: str, path: str | Path, number: int) -> Trajectory:
     try:
         episode = Episode.model_validate_json(line)
     except ValueError as exc:
-        raise ReplayInputError(f"{path}:{number}: not a muarl episode: {str(exc)[:200]}") from None
+        raise ReplayInputError(f"{path}:{number}: not a muarl episode ({_reason(exc)})") from None
     skipped = {e.call_id for e in episode.tool_executions if e.error_kind == "not_executed"}
     executed = {c.id for m in episode.messages for c in (m.tool_calls or []) if c.id not in skipped}
     return Trajectory(

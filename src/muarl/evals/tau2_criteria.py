@@ -201,6 +201,12 @@ def evaluate_tau2(
     )
 
 
+def nl_ungraded(reward: RewardInfo | None) -> bool:
+    """Whether a τ² score left its NL assertions ungraded (no judge): a partial score, to be said so in summaries."""
+    details = reward.details if reward is not None else {}
+    return details.get("nl_judged") is False and "NL_ASSERTION" in details.get("reward_basis", [])
+
+
 def tau2_reward(judge_base_url: str | None = None, judge_model: str | None = None, judge_api_key: str | None = None, judge_temperature: float = 0.0) -> RewardFn:
     """The τ² reward as a muarl reward function; give both judge options to grade NL assertions."""
     if (judge_base_url is None) != (judge_model is None):

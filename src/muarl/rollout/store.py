@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from muarl.errors import InputError
 from muarl.types import Episode
 
 EPISODES_FILE = "episodes.jsonl"
@@ -37,6 +38,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+def writable_dir(path: str | Path) -> Path:
+    """``path``, created if needed and checked writable; an InputError naming it when it is not (a bad ``--out``)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise InputError(f"cannot write to the output directory {str(path)!r}: {exc.strerror or exc}") from None
+    return path
+
+
 # what metrics do not need: dropped per line by ``read_episodes(outcomes_only=True)``
 _TRANSCRIPT = {"messages": [], "tool_executions": [], "timings": [], "tokens": None}
 
@@ -44,15 +56,14 @@ _TRANSCRIPT = {"messages": [], "tool_executions": [], "timings": [], "tokens": N
 def read_episodes(path: str | Path, outcomes_only: bool = False) -> tuple[list[Episode], int]:
     """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash).
 
-    Lines are read as bytes: a line torn inside a multi-byte UTF-8 character is then one unreadable line,
-    not a decoding error that would make the whole file unreadable. ``outcomes_only`` drops each episode's
-    transcript (messages, tool executions, timings, token trace) as it is read, keeping what metrics use, so
-    that scoring a long run does not hold all its conversations in memory."""
+    ``outcomes_only`` drops each episode's transcript (messages, tool executions, timings, token trace) as it
+    is read, keeping what metrics use, so that scoring a long run does not hold all its conversations in
+    memory."""
     episodes, bad = [], 0
     path = Path(path)
     if not path.exists():
         return [], 0
-    with path.open("rb") as f:
+    with path.open("rb") as f:  # bytes: a line that is not UTF-8 is one more unreadable line, not a crash
         for line in f:
             if not line.strip():
                 continue
@@ -113,18 +124,18 @@ class EpisodeWriter:
 
 
 def write_run_info(run_dir: str | Path, info: dict) -> None:
-    atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(writable_dir(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def read_run_info(run_dir: str | Path) -> dict | None:
-    """The run.json of a run directory, None if there is none; ValueError if it cannot be read."""
+    """The run.json of a run directory, None if there is none; an InputError naming it if it cannot be read."""
     path = Path(run_dir) / RUN_FILE
     if not path.exists():
         return None
     try:
         info = json.loads(path.read_bytes())
     except ValueError as exc:
-        raise ValueError(f"{path} is not readable JSON ({exc})") from None
+        raise InputError(f"{path} is not readable JSON ({exc})") from None
     if not isinstance(info, dict):
-        raise ValueError(f"{path} is not a JSON object")
+        raise InputError(f"{path} is not a JSON object")
     return info

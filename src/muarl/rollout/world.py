@@ -45,8 +45,8 @@ class WorldConfig(YamlConfig):
     max_turns: int = Field(30, ge=1, description="agent turns before an episode is cut")
     token_budget: int | None = Field(None, ge=1, description="cut an episode when a turn's prompt+completion tokens exceed it")
     parallel_tool_calls: bool = Field(False, description="run every tool call of a turn, not just the first")
-    timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers)")
-    max_retries: int = Field(3, ge=0, description="retries per model request before the episode is recorded as errored")
+    timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
+    max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
@@ -69,14 +69,15 @@ def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:
     return tasks[: cfg.limit] if cfg.limit else tasks
 
 
-def make_backend_factory(spec: str) -> BackendFactory:
-    """Where tool calls run: ``local`` (in process) or ``mcp:COMMAND`` / ``mcp:URL`` (an MCP server)."""
+def make_backend_factory(spec: str, timeout: float, max_retries: int) -> BackendFactory:
+    """Where tool calls run: ``local`` (in process) or ``mcp:COMMAND`` / ``mcp:URL`` (an MCP server, whose
+    requests get ``timeout`` seconds each and whose session opening is retried ``max_retries`` times)."""
     if spec == "local":
         return LocalToolBackend
     if spec.startswith("mcp:"):
         from muarl.integrations.mcp_client import backend_factory_from_spec
 
-        return backend_factory_from_spec(spec)
+        return backend_factory_from_spec(spec, timeout=timeout, max_retries=max_retries)
     raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
 
 
@@ -115,4 +116,4 @@ def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools), reward_fn, cfg.loop_config())
+    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries), reward_fn, cfg.loop_config())

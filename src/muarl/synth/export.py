@@ -4,12 +4,16 @@ SFT line format (``sft_train.jsonl`` / ``sft_validation.jsonl``), read by ``muar
 and LLaMA-Factory (sharegpt/OpenAI format with tools)::
 
     {"messages": [OpenAI messages: system, user, assistant (with "tool_calls"), tool (with "tool_call_id")],
-     "tools": [OpenAI function specs], "task_id": "...", "split": "train" | "validation"}
+     "tools": [OpenAI function specs], "task_id": "...", "split": "train" | "validation", "task_split": "train"}
+
+``task_split`` is the domain split the task came from: ``muarl sft`` refuses lines from a split named test
+unless told otherwise, as ``muarl train`` refuses to train on one.
 
 Messages end with the agent's last message (the user's closing ``###STOP###`` line teaches nothing).
 The split is by *task*: every dialogue of a task lands in the same split, so validation measures tasks the
-model never trained on. Parquet copies (for verl) hold the same rows with ``messages`` as a nested column
-and ``tools`` as JSON text (tool schemas vary too much for one Parquet struct type).
+model never trained on. Parquet copies (for verl) hold the same rows, ``messages`` and ``tools`` as nested
+lists; only each tool's ``parameters`` JSON schema stays JSON text, because schemas differ from tool to tool
+and one Parquet struct type for all of them would give every tool every other tool's arguments as nulls.
 
 Human review: ``review.jsonl`` has one line per dialogue with its automatic verdict, reasons and a readable
 transcript, and an empty ``decision``; a person sets it to ``accept`` or ``reject`` (optionally ``note``)
@@ -39,7 +43,8 @@ def sft_messages(episode: Episode) -> list[dict[str, Any]]:
 
 
 def sft_record(episode: Episode, tools: Sequence[ToolSpec], split: str) -> dict[str, Any]:
-    return {"messages": sft_messages(episode), "tools": [t.to_openai() for t in tools], "task_id": episode.task_id, "split": split}
+    return {"messages": sft_messages(episode), "tools": [t.to_openai() for t in tools], "task_id": episode.task_id, "split": split,
+            "task_split": episode.split}
 
 
 def assign_splits(task_ids: Iterable[str], validation_fraction: float, seed: int = 0) -> dict[str, str]:
@@ -58,12 +63,19 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
+def parquet_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI tool specs as Parquet holds them: a list of ``{type, function: {name, description, parameters}}``
+    with ``parameters`` (the JSON schema) as JSON text."""
+    return [{**t, "function": {**t["function"], "parameters": json.dumps(t["function"]["parameters"], ensure_ascii=False)}}
+            for t in tools]
+
+
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows as Parquet (tmp + rename), ``tools`` serialised to JSON text."""
+    """Rows as Parquet (tmp + rename), ``tools`` as :func:`parquet_tools` gives them."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist([{**r, "tools": json.dumps(r["tools"], ensure_ascii=False)} for r in rows])
+    table = pa.Table.from_pylist([{**r, "tools": parquet_tools(r["tools"])} for r in rows])
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
@@ -72,18 +84,20 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 def export_sft(
     episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], out_dir: Path,
     *, validation_fraction: float = 0.1, seed: int = 0, parquet: bool = False,
-) -> dict[str, int]:
-    """Write the accepted dialogues per split; returns how many lines each split got."""
+) -> tuple[dict[str, int], list[str]]:
+    """Write the accepted dialogues per split; returns how many lines each split got, and the files written."""
     accepted = [e for e in episodes if verdicts[f"{e.task_id}#{e.trial}"].accepted]
     splits = assign_splits([e.task_id for e in episodes], validation_fraction, seed)
-    counts = {}
+    counts, files = {}, []
     for split in SPLITS:
         rows = [sft_record(e, tools, split) for e in accepted if splits[e.task_id] == split]
         write_jsonl(out_dir / f"sft_{split}.jsonl", rows)
+        files.append(f"sft_{split}.jsonl")
         if parquet:
             write_parquet(out_dir / f"sft_{split}.parquet", rows)
+            files.append(f"sft_{split}.parquet")
         counts[split] = len(rows)
-    return counts
+    return counts, files
 
 
 def write_review(path: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict]) -> None:

@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from muarl.config import ConfigError
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
+from muarl.errors import InputError
 from muarl.models.factory import make_agent
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
+from muarl.rollout.store import EPISODES_FILE, RUN_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
 from muarl.rollout.world import WorldConfig, make_world_user, select_tasks
 from muarl.synth.export import export_sft, read_review, write_review
 from muarl.synth.report import build_report, format_report
@@ -57,7 +58,7 @@ IDENTIFICATION_TOOLS: dict[str, list[str]] = {
 }
 
 
-class SynthError(ValueError):
+class SynthError(InputError):
     """Bad synthesis configuration; the message says what to change."""
 
 
@@ -68,6 +69,7 @@ class SynthConfig(WorldConfig):
     domain: str = Field("clinic", description="registered domain name or package.module:factory (ignored with scenario)")
     scenario: str | None = Field(None, description="scenario file (YAML/JSON: tool schemas, policy, seed DB, tasks) instead of a domain")
     split: str = Field("train", description="task split to synthesise from")
+    allow_test_split: bool = Field(False, description="permit synthesising SFT data from a split named test (never for reported results)")
     agent: str = Field("oracle", description="oracle | openai:MODEL (with agent_base_url)")
     agent_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the agent")
     agent_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the agent endpoint's key")
@@ -89,6 +91,13 @@ class SynthConfig(WorldConfig):
     human_review: bool = Field(False, description="write review.jsonl for a person to mark accept/reject")
     out: str = Field("runs/synth", description="output directory")
     resume: bool = Field(False, description="complete an interrupted synthesis in `out`")
+
+    @model_validator(mode="after")
+    def _check(self) -> SynthConfig:
+        if self.split == "test" and not self.allow_test_split:
+            raise ValueError("synthesising SFT data from split 'test' would train on the evaluation set; use split: train "
+                             "(or --allow-test-split for a throwaway experiment)")
+        return self
 
 
 def unscored_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:
@@ -146,9 +155,9 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
     elif tools.startswith("mcp:"):
         from muarl.integrations.mcp_client import MCPTarget, backend_factory_from_spec, list_tool_specs, remote_domain
 
-        factory = backend_factory_from_spec(tools)
+        factory = backend_factory_from_spec(tools, timeout=cfg.timeout, max_retries=cfg.max_retries)
         if scenario is not None:  # any MCP server: its own tool list, the scenario's policy and tasks
-            specs, _ = await list_tool_specs(MCPTarget.parse(tools))
+            specs, _ = await list_tool_specs(MCPTarget.parse(tools), timeout=cfg.timeout, max_retries=cfg.max_retries)
             domain = remote_domain(scenario.name, specs, scenario.policy, scenario.tasks_as_muarl(), domain.splits)
     else:
         raise SynthError(f"unknown tools backend {tools!r}: use local, simulated, mcp:COMMAND or mcp:URL")
@@ -208,14 +217,18 @@ async def validate_all(
     return {v.key: v for v in verdicts}
 
 
-def finish(out: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], cfg: SynthConfig) -> dict[str, Any]:
-    """Store verdicts, export accepted dialogues, write the report (and the review file when asked)."""
+def finish(out: Path, episodes: Sequence[Episode], verdicts: dict[str, DialogueVerdict], tools: Sequence[ToolSpec], cfg: SynthConfig,
+           written: Sequence[str] = ()) -> dict[str, Any]:
+    """Store verdicts, export accepted dialogues, write the report (and the review file when asked); the report's
+    ``files`` names every file of ``out`` this run wrote: ``written`` (written before) and these."""
     atomic_write_text(out / VALIDATION_FILE, "".join(verdicts[f"{e.task_id}#{e.trial}"].model_dump_json() + "\n" for e in episodes))
-    counts = export_sft(episodes, verdicts, tools, out, validation_fraction=cfg.validation_fraction,
-                        seed=cfg.seed, parquet=_parquet_wanted(cfg))
+    counts, exported = export_sft(episodes, verdicts, tools, out, validation_fraction=cfg.validation_fraction,
+                                  seed=cfg.seed, parquet=_parquet_wanted(cfg))
+    files = [*written, VALIDATION_FILE, *exported]
     if cfg.human_review:
         write_review(out / REVIEW_FILE, episodes, verdicts)
-    report = build_report((verdicts[f"{e.task_id}#{e.trial}"] for e in episodes), counts)
+        files.append(REVIEW_FILE)
+    report = {**build_report((verdicts[f"{e.task_id}#{e.trial}"] for e in episodes), counts), "files": [*files, REPORT_FILE]}
     atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
     return report
 
@@ -250,7 +263,7 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
             await client.aclose()
     tools = world.domain.tools.specs()
     atomic_write_text(out / TOOLS_FILE, json.dumps([t.model_dump() for t in tools], indent=1) + "\n")
-    return finish(out, episodes, verdicts, tools, cfg)
+    return finish(out, episodes, verdicts, tools, cfg, written=[RUN_FILE, EPISODES_FILE, TOOLS_FILE])
 
 
 def import_review(cfg: SynthConfig, review_path: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -18,16 +19,32 @@ from typing import Any
 
 import torch
 
+from muarl.errors import InputError
 from muarl.rollout.store import atomic_write_text
 
 
 def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "torch": torch.get_rng_state()}
+    """The RNG states in plain lists, ints and tensors, which ``torch.load(weights_only=True)`` reads back."""
+    version, internal, gauss = random.getstate()
+    return {"python": {"version": version, "internal": list(internal), "gauss": gauss}, "torch": torch.get_rng_state()}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
+    python = state["python"]
+    if isinstance(python, dict):
+        python = (python["version"], tuple(python["internal"]), python["gauss"])
+    random.setstate(python)  # older checkpoints stored getstate()'s tuple as it is
     torch.set_rng_state(state["torch"])
+
+
+def load_state(path: Path) -> Any:
+    """A ``.pt`` file of states, unpickling only tensors and plain containers: a checkpoint is data, and loading it
+    must not run code (pickle can). A file holding anything else is refused with the reason."""
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise InputError(f"{path}: refusing to load a checkpoint file that holds more than tensors and plain values ({reason})") from None
 
 
 def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
@@ -64,8 +81,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 def restore_training_state(path: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
     """Load optimizer, scheduler and RNG states from a checkpoint; returns its trainer state (step, ...)."""
-    opt = torch.load(path / "optimizer.pt", weights_only=False)
+    opt = load_state(path / "optimizer.pt")
     optimizer.load_state_dict(opt["optimizer"])
     scheduler.load_state_dict(opt["scheduler"])
-    set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+    set_rng_state(load_state(path / "rng.pt"))
     return json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))

@@ -34,7 +34,7 @@ import torch
 
 from muarl.config import ConfigError
 from muarl.models.chat_formats import ChatFormat, get_chat_format
-from muarl.rollout.store import atomic_write_text
+from muarl.rollout.store import atomic_write_text, writable_dir
 from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
 from muarl.train.model_setup import load_trainable, trainable_parameters
@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 Example = tuple[list[int], list[int]]  # (token ids, loss mask) of one conversation or one packed row
 
 
-def read_conversations(path: str | Path) -> list[tuple[list[Message], list[ToolSpec]]]:
-    """Conversations from chat JSONL; a bad line fails with its line number."""
+def read_conversations(path: str | Path, allow_test_split: bool = False) -> list[tuple[list[Message], list[ToolSpec]]]:
+    """Conversations from chat JSONL; a bad line fails with its line number, and so does one whose ``task_split``
+    (recorded by ``muarl synth``) is test, unless ``allow_test_split``."""
     out = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -65,6 +66,9 @@ def read_conversations(path: str | Path) -> list[tuple[list[Message], list[ToolS
                      for t in row.get("tools") or []]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}:{n}: not a {{messages, tools}} chat record ({type(exc).__name__}: {exc})") from None
+        if row.get("task_split") == "test" and not allow_test_split:
+            raise ConfigError(f"{path}:{n}: a dialogue of task split 'test': training on it would leak the evaluation set "
+                              "(synthesise from split train, or pass --allow-test-split for a throwaway experiment)")
         if not any(m.role == "assistant" for m in messages):
             continue
         out.append((messages, tools))
@@ -177,13 +181,14 @@ def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, pr
     return loss, total
 
 
-def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
+def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = False) -> Path:
     """Train, log metrics to ``OUT/metrics.jsonl``, and save the final full model to ``OUT/model``."""
     from tqdm import tqdm
 
+    conversations = read_conversations(cfg.data, allow_test_split)  # a bad file fails before the model loads
     cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # record the precision this machine runs
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_dir(out)
     atomic_write_text(out / "config.yaml", cfg.dump_yaml())
     model, tokenizer = load_trainable(cfg.model, seed=cfg.seed)
     fmt = get_chat_format(cfg.model.chat_format)
@@ -191,7 +196,6 @@ def run_sft(cfg: SFTConfig, progress: bool = True) -> Path:
     def encode(text: str) -> list[int]:
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    conversations = read_conversations(cfg.data)
     random.Random(cfg.seed).shuffle(conversations)
     examples = fit_examples([tokenize_conversation(m, t, fmt, encode) for m, t in conversations], cfg.pack_length)
     cut = common_prefix(examples, cfg)

@@ -12,6 +12,7 @@ from importlib import resources
 from muarl.domains.base import BaseData, Domain, ToolRegistry
 from muarl.domains.clinic import data, tools
 from muarl.domains.clinic.tasks import generate_task
+from muarl.errors import InputError
 
 DEFAULT_SIZES = {"train": 500, "test": 100}
 
@@ -19,7 +20,7 @@ DEFAULT_SIZES = {"train": 500, "test": 100}
 def load(data_dir: str | None = None, *, seed: int = 7, n_train: int = 500, n_test: int = 100) -> Domain:
     """The clinic domain. ``data_dir`` is unused (the world is generated); ``seed`` fixes database and tasks."""
     if data_dir is not None:
-        raise ValueError("the clinic domain is generated from a seed and reads no data directory; drop --data-dir")
+        raise InputError("the clinic domain is generated from a seed and reads no data directory; drop --data-dir")
     db = data.generate(seed)
     sizes = {"train": n_train, "test": n_test}
     domain: Domain

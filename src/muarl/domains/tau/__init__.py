@@ -33,10 +33,10 @@ from muarl.domains.tau.loader import (
     TAU2_SPLITS,
     V1_SPLITS,
     V1Source,
+    check_table,
     read_json,
     tau2_dir,
     tau2_tasks,
-    v1_task,
 )
 from muarl.types import Action, Task
 
@@ -76,7 +76,7 @@ def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir
     source = V1Source.find(domain, data_dir)
 
     def load_tasks(split: str) -> list[Task]:
-        return [v1_task(name, split, i, raw) for i, raw in enumerate(source.raw_tasks(split))]
+        return source.tasks(name, split)
 
     return TauDomain(
         name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools), policy=source.policy(),
@@ -110,8 +110,10 @@ def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Cal
 def tau2_retail(data_dir: DataDir = None, **options: Any) -> Domain:
     """τ²-bench retail: its own database (``db.json``), 16 tools, tasks train / test."""
     _no_options("tau2-retail", options)
-    db = read_json(tau2_dir("retail", data_dir) / "db.json")
-    return _tau2_domain("tau2-retail", "retail", {t: db[t] for t in ("users", "orders", "products")}, tau2_tools.RETAIL_TOOLS, data_dir)
+    path = tau2_dir("retail", data_dir) / "db.json"
+    db = read_json(path, dict)
+    tables = {t: check_table(db.get(t), f"{path} table {t!r}") for t in ("users", "orders", "products")}
+    return _tau2_domain("tau2-retail", "retail", tables, tau2_tools.RETAIL_TOOLS, data_dir)
 
 
 def tau2_airline(data_dir: DataDir = None, **options: Any) -> Domain:

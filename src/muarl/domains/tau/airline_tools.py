@@ -12,6 +12,7 @@ gold arguments are never aliased into a state and then changed by a later tool.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, TypedDict
 
 from muarl.domains.base import State, ToolError, clone, tool
@@ -273,6 +274,8 @@ def search_onestop_flight(state: State, origin: str, destination: str, date: str
         destination: The destination airport's three-letter code, such as 'LAX'.
         date: The departure date as 'YYYY-MM-DD', such as '2024-05-01'.
     """
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):  # next_day reads the day digits: refuse what it cannot read
+        raise ToolError(f"date must be 'YYYY-MM-DD', such as '2024-05-01', not {date!r}")
     flights = state.table("flights")
     results = []
     for first in flights.values():

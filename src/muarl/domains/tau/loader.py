@@ -20,10 +20,12 @@ from __future__ import annotations
 import ast
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from muarl.errors import InputError
 from muarl.types import Action, Task, UserScenario
 
 V1_TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
@@ -31,8 +33,8 @@ V1_SPLITS = {"retail": ("train", "dev", "test"), "airline": ("test",)}
 TAU2_SPLITS = ("train", "test")
 
 
-class TauDataError(FileNotFoundError):
-    """The τ-bench / τ²-bench data is missing or not laid out as expected."""
+class TauDataError(InputError, FileNotFoundError):
+    """The τ-bench / τ²-bench data is missing, unreadable or not laid out as expected; the message names the file."""
 
 
 def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -58,9 +60,47 @@ def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+_JSON_NAMES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def read_json(path: Path, expect: type[dict] | type[list] | None = None) -> Any:
+    """A JSON file's content, of type ``expect`` when given; any problem is a TauDataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TauDataError(f"{path}: not a readable JSON file ({type(exc).__name__}: {exc})") from None
+    if expect is not None and not isinstance(data, expect):
+        raise TauDataError(f"{path}: expected a JSON {_JSON_NAMES[expect]}, got {_json_type(data)}")
+    return data
+
+
+def check_table(rows: Any, where: str) -> dict[str, dict[str, Any]]:
+    """A table of records (``{key: {field: value}}``) as the tools expect it; else a TauDataError naming ``where``."""
+    if not isinstance(rows, dict):
+        raise TauDataError(f"{where}: expected a JSON object of records, got {_json_type(rows)}")
+    bad = next((key for key, record in rows.items() if not isinstance(record, dict)), None)
+    if bad is not None:
+        raise TauDataError(f"{where}: record {bad!r} is not a JSON object")
+    return rows
+
+
+def convert_tasks(raws: Any, where: str | Path, convert: Callable[[int, Any], Task]) -> list[Task]:
+    """``convert(index, raw)`` of every raw task in a list, a TauDataError naming the file and task when one does not fit."""
+    if not isinstance(raws, list):
+        raise TauDataError(f"{where}: expected a JSON list of tasks, got {_json_type(raws)}")
+    tasks = []
+    for i, raw in enumerate(raws):
+        try:
+            tasks.append(convert(i, raw))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            reason = f"missing field {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+            raise TauDataError(f"{where}: task {i} is not a τ-bench task ({reason[:300]})") from None
+    return tasks
 
 
 # ---------------------------------------------------------------- τ-bench (v1)
@@ -92,22 +132,25 @@ class V1Source:
 
     def tables(self) -> dict[str, dict[str, Any]]:
         folder = self.root / "data" if self.checkout else self.root
-        return {name: read_json(folder / f"{name}.json") for name in V1_TABLES[self.domain]}
+        return {name: check_table(read_json(folder / f"{name}.json"), str(folder / f"{name}.json")) for name in V1_TABLES[self.domain]}
 
     def policy(self) -> str:
         path = self.root / ("wiki.md" if self.checkout else "policy.md")
         return path.read_text(encoding="utf-8")
 
-    def raw_tasks(self, split: str) -> list[dict[str, Any]]:
-        """The split's tasks as ``{user_id, instruction, actions: [{name, kwargs}], outputs}`` dicts, in order."""
+    def tasks(self, domain_name: str, split: str) -> list[Task]:
+        """The split's tasks, in order (see :func:`v1_task`)."""
         if split not in V1_SPLITS[self.domain]:
             raise ValueError(f"τ-bench {self.domain} has no split {split!r}; it has {list(V1_SPLITS[self.domain])}")
         if not self.checkout:
-            return read_json(self.root / f"tasks_{split}.json")
-        path = self.root / f"tasks_{split}.py"
-        if not path.is_file():
-            raise TauDataError(f"τ-bench checkout has no task file {str(path)!r}")
-        return tasks_from_python(path.read_text(encoding="utf-8"), str(path))
+            path = self.root / f"tasks_{split}.json"
+            raws = read_json(path)
+        else:
+            path = self.root / f"tasks_{split}.py"
+            if not path.is_file():
+                raise TauDataError(f"τ-bench checkout has no task file {str(path)!r}")
+            raws = tasks_from_python(path.read_text(encoding="utf-8"), str(path))
+        return convert_tasks(raws, path, lambda i, raw: v1_task(domain_name, split, i, raw))
 
 
 def tasks_from_python(source: str, filename: str = "<tasks>") -> list[dict[str, Any]]:
@@ -224,11 +267,12 @@ def tau2_tasks(domain: str, domain_name: str, split: str, data_dir: str | os.Pat
     if split not in TAU2_SPLITS:
         raise ValueError(f"τ²-bench {domain} has no split {split!r}; it has {list(TAU2_SPLITS)}")
     folder = tau2_dir(domain, data_dir)
-    raw_tasks = read_json(folder / "tasks.json")
-    by_id = {str(t["id"]): t for t in raw_tasks}
-    splits = read_json(folder / "split_tasks.json")
-    ids = [str(i) for i in splits.get(split, [])]
-    missing = [i for i in ids if i not in by_id]
+    tasks = convert_tasks(read_json(folder / "tasks.json"), folder / "tasks.json", lambda i, raw: tau2_task(domain_name, split, raw))
+    by_id = {t.id: t for t in tasks}
+    ids = read_json(folder / "split_tasks.json", dict).get(split, [])
+    if not isinstance(ids, list):
+        raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} must be a list of task ids")
+    missing = [str(i) for i in ids if str(i) not in by_id]
     if missing:
         raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} names unknown task ids {missing[:5]}")
-    return [tau2_task(domain_name, split, by_id[i]) for i in ids]
+    return [by_id[str(i)] for i in ids]
