@@ -267,6 +267,13 @@ def test_resume_refuses_other_settings_naming_them_and_accepts_how_fast_and_how_
     assert info["started"] == json.loads(run_info)["started"] and len(info["resumed"]) == 1
     assert info["config"]["trials"] == 2 and info["config"]["concurrency"] == 3
 
+    (out / "run.json").write_text('{"config": {"seed": 0,')  # settings that cannot be read cannot be checked
+    unreadable = CliRunner().invoke(main, [*base, "--resume"])
+    assert unreadable.exit_code == 2 and "run.json is not readable JSON" in unreadable.output
+    (out / "run.json").unlink()
+    unknown = CliRunner().invoke(main, [*base, "--resume"])
+    assert unknown.exit_code == 2 and "no run.json" in unknown.output
+
 
 def test_resume_conflicts_count_a_setting_an_older_run_lacks_as_its_default():
     cfg = RolloutConfig(domain="tau-retail", timeout=5, max_retries=0, out="elsewhere", resume=True)
