@@ -57,10 +57,17 @@ def _nesting_exceeds(value: Any, limit: int) -> bool:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _valid_unicode(text: str | None) -> str | None:
-    """Text with lone UTF-16 surrogates replaced by U+FFFD: they cannot be encoded as UTF-8, so an episode holding
-    one (a model can emit them) could not be written to disk."""
-    return _LONE_SURROGATE.sub("\ufffd", text) if text else text
+def valid_unicode(value: Any) -> Any:
+    """Text (or every string of a JSON-like value, keys included) with lone UTF-16 surrogates replaced by U+FFFD,
+    the rest kept: they cannot be encoded as UTF-8, so an episode holding one (a model can emit them, e.g. as
+    ``\\ud800`` escapes in its server's JSON) could not be written to disk."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    return value
 
 
 class ToolCall(_Model):
@@ -86,7 +93,7 @@ class ToolCall(_Model):
     @field_validator("name", "arguments")
     @classmethod
     def _encodable(cls, value: str) -> str:
-        return _valid_unicode(value)
+        return valid_unicode(value)
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError with a readable reason when they are not a JSON object.
@@ -126,7 +133,7 @@ class Message(_Model):
     @field_validator("content", "name")
     @classmethod
     def _encodable(cls, value: str | None) -> str | None:
-        return _valid_unicode(value)
+        return valid_unicode(value)
 
     @model_serializer(mode="wrap")
     def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
 from muarl.rollout.episode import run_episode
 from muarl.rollout.runner import run_many
+from muarl.rollout.store import read_episodes
 from muarl.types import Message, ToolCall
 from muarl.users.scripted import ScriptedUser
 from oracle_http import oracle_policy
@@ -242,6 +243,37 @@ def test_a_server_that_keeps_failing_gives_errored_episodes_never_zero_rewards(c
         assert ("500" in ep.error) if where == "failing server" else ("Connect" in ep.error)
 
     out = CliRunner().invoke(main, ["eval", str(tmp_path), "--json", "--bootstrap", "0"])
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 3 and "was scored: all 6 errored" in out.stderr  # nothing to report is not a result
     summary = json.loads(out.stdout, parse_constant=lambda name: pytest.fail(f"eval --json printed {name}"))
     assert summary["n_errored"] == 6 and summary["n_tasks"] == 0
+
+
+def test_lone_surrogates_anywhere_in_a_reply_are_replaced_so_every_episode_is_written(clinic, tmp_path):
+    """A server's JSON can carry lone surrogates as \\ud800 escapes: in a tool-call id they once stopped the whole run
+    (the episode could not be written). Every string of the reply is now made writable, the rest of it kept."""
+    tasks = clinic.tasks("test")[:4]
+
+    def policy(request):
+        if sum(m["role"] == "assistant" for m in request["messages"]):
+            return {"content": "Bye \udfff now"}
+        return {"content": "x\ud800y", "tool_calls": [
+            {"id": "call_\ud800", "type": "function", "function": {"name": "get_patient_details\udc00", "arguments": '{"patient_id": "P\ud800"}'}},
+        ]}
+
+    async def go(server):
+        agent = OpenAIAgent(_client(server))
+        try:
+            return await run_many(clinic, tasks, agent, ScriptedUser(), out=tmp_path / "episodes.jsonl", progress=False)
+        finally:
+            await agent.aclose()
+
+    with LoopbackServer(policy) as server:
+        result = asyncio.run(go(server))
+    episodes, bad = read_episodes(tmp_path / "episodes.jsonl")
+    assert result.ran == len(episodes) == len(tasks) and bad == 0 and result.errored == 0
+    for ep in episodes:
+        call = ep.messages[2].tool_calls[0]
+        assert (call.id, call.name, call.arguments) == ("call_\ufffd", "get_patient_details\ufffd", '{"patient_id": "P\ufffd"}')
+        assert ep.messages[2].content == "x\ufffdy" and ep.messages[3].tool_call_id == "call_\ufffd"
+        assert ep.tool_executions[0].call_id == "call_\ufffd" and ep.tool_executions[0].error_kind == "unknown_tool"
+        assert ep.messages[4].content == "Bye \ufffd now"

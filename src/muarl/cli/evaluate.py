@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -10,6 +13,16 @@ from muarl.evals.passk import Summary, summarise
 from muarl.evals.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
 from muarl.types import Episode
+
+EXIT_ERRORED = 3  # episodes errored (model, user or tool server failures): the metrics are incomplete or absent
+
+
+def fail_unscored(episodes: list[Episode], where: str | Path) -> NoReturn:
+    """Stop (exit 3) with what happened when a run has no scored episode: metrics of nothing are not results."""
+    errors = [ep.error for ep in episodes if ep.errored]
+    cause = f"all {len(errors)} errored, e.g. {errors[0]}" if errors else "there are none"
+    click.echo(f"error: no episode in {where} was scored: {cause}", err=True)
+    sys.exit(EXIT_ERRORED)
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -42,7 +55,7 @@ def note_ungraded_nl(episodes: list[Episode]) -> None:
 @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CIs (0: none).")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int) -> None:
     """Score a run directory (or an episodes JSONL file)."""
-    episodes, bad = read_episodes(episodes_path(run))
+    episodes, bad = read_episodes(episodes_path(run), outcomes_only=True)
     if not episodes:
         unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
         raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
@@ -50,8 +63,10 @@ def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, boots
     summary = summarise(latest, ks=list(ks) or None, bootstrap=bootstrap)
     if as_json:
         click.echo(json.dumps(summary.to_json()))
-    else:
+    elif summary.n_tasks:
         print_summary(summary, per_task=per_task)
     note_ungraded_nl(latest)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
+    if not summary.n_tasks:
+        fail_unscored(latest, episodes_path(run))

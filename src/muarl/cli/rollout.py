@@ -10,14 +10,28 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import note_ungraded_nl, print_summary
+from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, print_summary
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError, RolloutConfig
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import EPISODES_FILE, read_episodes, write_run_info
+from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
 from muarl.rollout.world import build_world
+
+
+def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
+    """The run.json of a resumed run: refused (usage error) when a setting differs from the interrupted run's,
+    since its episodes and the new ones would then be of two configurations in one file; otherwise it keeps
+    when the run started and adds when it was resumed."""
+    previous = read_run_info(out)
+    if previous is None:
+        raise click.UsageError(f"cannot resume {out}: it holds episodes but no {RUN_FILE}, so their settings are unknown; choose another --out")
+    conflicts = cfg.resume_conflicts(previous.get("config") or {})
+    if conflicts:
+        raise click.UsageError(f"cannot resume {out} with settings other than its run's ({'; '.join(conflicts)}): "
+                               "use the same ones, or choose another --out")
+    return {**info, "started": previous.get("started"), "resumed": [*previous.get("resumed", []), info["started"]]}
 
 
 @click.command()
@@ -57,29 +71,35 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     except (ConfigError, ValueError, KeyError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
-    if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
+    episodes_file = out / EPISODES_FILE
+    holds_run = episodes_file.exists() and episodes_file.stat().st_size > 0
+    if holds_run and not cfg.resume:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
-    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
-                         "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
-                         "agent": agent.name, "user": world.user.name,
-                         "tools": [t.to_openai() for t in world.domain.tools.specs()]})
+    info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
+            "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
+            "agent": agent.name, "user": world.user.name, "tools": [t.to_openai() for t in world.domain.tools.specs()]}
+    write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
 
     async def go():  # noqa: ANN202
         try:
             return await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
-                                  out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=world.loop,
-                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet)
+                                  out=episodes_file, resume=cfg.resume, seed=cfg.seed, config=world.loop,
+                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet,
+                                  keep_episodes=False)
         finally:
             await agent.aclose()
             await world.aclose()
 
     result = asyncio.run(go())
-    episodes, _ = read_episodes(out / EPISODES_FILE)
+    episodes, _ = read_episodes(episodes_file, outcomes_only=True)
     if result.skipped:
-        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {len(result.episodes)} run now", err=True)
-    print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
+        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {result.ran} run now", err=True)
+    summary = summarise(episodes, bootstrap=0)
+    if not summary.n_tasks:
+        fail_unscored(episodes, episodes_file)
+    print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
     note_ungraded_nl(episodes)
-    click.echo(f"episodes: {out / EPISODES_FILE}")
+    click.echo(f"episodes: {episodes_file}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
-        sys.exit(3)
+        sys.exit(EXIT_ERRORED)

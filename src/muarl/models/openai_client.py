@@ -9,6 +9,10 @@ malformed call, which is kept for calls the model wrote badly (unparsable argume
 the last retry it raises :class:`ModelError`, which the episode loop records as an errored episode. A 400
 that says the prompt outgrew the model's context raises :class:`ContextFull` instead: for a policy that is
 its own failure (the episode ends ``context_full`` and is scored), not the server's.
+
+A reply is made writable where it enters: lone UTF-16 surrogates (which a server's JSON can carry as
+``\\ud800`` escapes) are replaced in every string of the decoded body, ids, names, arguments and content alike,
+so that no model output can make its episode impossible to write.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import httpx
 
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
 from muarl.retries import back_off
-from muarl.types import Message, Task, ToolSpec, Usage
+from muarl.types import Message, Task, ToolSpec, Usage, valid_unicode
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # How vLLM, SGLang, llama.cpp's server and OpenAI say a request's prompt outgrew the model's context (HTTP 400).
@@ -81,7 +85,7 @@ class ChatClient:
                 continue
             if response.status_code == 200:
                 try:
-                    data = response.json()
+                    data = valid_unicode(response.json())
                 except ValueError:
                     problem = f"invalid JSON body: {response.text[:200]!r}"
                     continue
