@@ -204,14 +204,12 @@ def run_agent(agent: Any, tasks: list[Task], cfg: DemoConfig, path: Path, resume
 
 
 def evaluate_model(model_path: str, cfg: DemoConfig, stage: Path, resume: bool, progress: bool) -> dict[str, Any]:
-    """Greedy (temperature 0) episodes of a model on the eval tasks against the scripted user, scored strictly."""
-    from muarl.models.hf_loading import load_causal_lm
-    from muarl.models.local_engine import LocalPolicy, SamplingConfig
+    """Greedy (temperature 0) episodes of a model on the eval tasks against the scripted user, scored strictly:
+    the agent is built as ``muarl rollout --agent local:MODEL --temperature 0`` builds it."""
+    from muarl.models.factory import make_agent
 
-    model, tokenizer = load_causal_lm(model_path, seed=cfg.seed)
-    model.eval()
-    sampling = SamplingConfig(temperature=0.0, max_new_tokens=cfg.max_new_tokens, max_context=cfg.context, bf16=cfg.bf16)
-    policy = LocalPolicy(model, tokenizer, "chatml-hermes", sampling, name=str(model_path))
+    policy = make_agent(f"local:{model_path}", temperature=0.0, max_tokens=cfg.max_new_tokens, max_context=cfg.context,
+                        precision="bf16" if cfg.bf16 else "fp32")
     episodes = run_agent(policy, eval_task_subset(cfg), cfg, stage / EPISODES_FILE, resume, progress, concurrency=8)
     return {"model": str(model_path), **score(episodes)}
 

@@ -3,7 +3,8 @@
 Specification: a rollout prints pass^k and writes episodes and run.json to its run directory; eval prints
 the metrics (one JSON object with ``--json``), counting errored episodes apart; tasks lists and shows
 tasks; bad options stop with a usage error (exit code 2) that says what to change; a run whose model
-server fails exits 3 with a warning.
+server fails exits 3 with a warning, and one with no scored episode at all says so (the first error
+included) instead of printing metrics of nothing; so does eval of such a run.
 """
 
 from __future__ import annotations
@@ -119,15 +120,23 @@ def test_eval_says_when_tau2_nl_assertions_were_not_graded(tmp_path):
     assert result.exit_code == 0 and "note: 2 of 3 episodes have τ² NL assertions that were not graded" in result.stderr
 
 
-def test_rollout_with_a_dead_model_server_exits_3_and_eval_counts_errors(tmp_path):
+def test_a_run_whose_every_episode_errored_says_so_and_exits_3(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     config = tmp_path / "rollout.yaml"
     config.write_text(f"agent: openai:m\nagent_base_url: http://127.0.0.1:{port}/v1\nmax_retries: 0\nlimit: 3\n")
-    result = invoke("rollout", "--config", str(config), "--out", str(tmp_path / "run"), "--quiet")
-    assert result.exit_code == 3 and "3 episode(s) errored" in result.stderr
-    summary = strict_json(invoke("eval", str(tmp_path / "run"), "--json", "--bootstrap", "0").stdout)
+    run = str(tmp_path / "run")
+    result = invoke("rollout", "--config", str(config), "--out", run, "--quiet")
+    assert result.exit_code == 3 and "no episode" in result.stderr and "was scored: all 3 errored" in result.stderr
+    assert "ConnectError" in result.stderr  # the cause, not only the count
+    assert "nan" not in result.stdout and "pass^k" not in result.stdout  # no metrics of nothing
+
+    table = invoke("eval", run)
+    assert table.exit_code == 3 and "all 3 errored" in table.stderr and "nan" not in table.stdout
+    as_json = invoke("eval", run, "--json", "--bootstrap", "0")
+    assert as_json.exit_code == 3
+    summary = strict_json(as_json.stdout)
     assert summary["n_errored"] == 3 and summary["n_tasks"] == 0
     assert summary["mean_reward"] is None and summary["flip_rate"] is None  # undefined, not NaN
 

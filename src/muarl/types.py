@@ -57,10 +57,17 @@ def _nesting_exceeds(value: Any, limit: int) -> bool:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _valid_unicode(text: str | None) -> str | None:
-    """Text with lone UTF-16 surrogates replaced by U+FFFD: they cannot be encoded as UTF-8, so an episode holding
-    one (a model can emit them) could not be written to disk."""
-    return _LONE_SURROGATE.sub("\ufffd", text) if text else text
+def valid_unicode(value: Any) -> Any:
+    """Text (or every string of a JSON-like value, keys included) with lone UTF-16 surrogates replaced by U+FFFD,
+    the rest kept: they cannot be encoded as UTF-8, so an episode holding one (a model can emit them, e.g. as
+    ``\\ud800`` escapes in its server's JSON) could not be written to disk."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    return value
 
 
 class ToolCall(_Model):
@@ -86,7 +93,7 @@ class ToolCall(_Model):
     @field_validator("name", "arguments")
     @classmethod
     def _encodable(cls, value: str) -> str:
-        return _valid_unicode(value)
+        return valid_unicode(value)
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError with a readable reason when they are not a JSON object.
@@ -126,7 +133,7 @@ class Message(_Model):
     @field_validator("content", "name")
     @classmethod
     def _encodable(cls, value: str | None) -> str | None:
-        return _valid_unicode(value)
+        return valid_unicode(value)
 
     @model_serializer(mode="wrap")
     def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -145,12 +152,19 @@ class Message(_Model):
 
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> Message:
-        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form."""
+        """Reads an OpenAI-format message (tool calls nested under ``function``) or our own flat form.
+
+        Raises ValueError when ``tool_calls`` is not a list of call objects (e.g. a server that gives names
+        as strings): that is not a message in either form, whatever the model meant."""
         calls = None
         if data.get("tool_calls"):
+            if not isinstance(data["tool_calls"], list):
+                raise ValueError(f"tool_calls must be a list of tool-call objects, not {data['tool_calls']!r}")
             calls = []
             for i, raw in enumerate(data["tool_calls"]):
-                fn = raw.get("function", raw)
+                fn = raw.get("function", raw) if isinstance(raw, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
+                    raise ValueError(f"tool_calls[{i}] is not a tool-call object with a function name: {raw!r}")
                 args = fn.get("arguments", "{}")
                 if not isinstance(args, str):
                     args = json.dumps(args)
@@ -178,6 +192,13 @@ class ToolSpec(_Model):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> ToolSpec:
+        """Reads an OpenAI tool schema (``{"type": "function", "function": {...}}``); KeyError/TypeError if it is not one."""
+        fn = data["function"]
+        return cls(name=fn["name"], description=fn.get("description", ""),
+                   parameters=fn.get("parameters", {"type": "object", "properties": {}}))
 
 
 class Action(_Model):

@@ -4,33 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from muarl.domains import load_domain
 from muarl.domains.base import Domain
-from muarl.domains.tau.loader import TauDataError
-
-
-def _load(name: str) -> Domain:
-    try:
-        return load_domain(name)
-    except TauDataError as exc:
-        pytest.skip(f"τ-bench data not available ({exc}); set MUARL_SHARED_DATA to the shared data directory")
+from domain_data import load_or_skip
 
 
 @pytest.fixture(scope="session")
 def retail() -> Domain:
-    return _load("tau-retail")
+    return load_or_skip("tau-retail")
 
 
 @pytest.fixture(scope="session")
 def airline() -> Domain:
-    return _load("tau-airline")
+    return load_or_skip("tau-airline")
 
 
 @pytest.fixture(scope="session")
 def tau2_retail() -> Domain:
-    return _load("tau2-retail")
+    return load_or_skip("tau2-retail")
 
 
 @pytest.fixture(scope="session")
 def tau2_airline() -> Domain:
-    return _load("tau2-airline")
+    return load_or_skip("tau2-airline")

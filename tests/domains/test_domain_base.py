@@ -151,6 +151,19 @@ def test_fitting_arguments_run_and_render_json():
     assert make_tool(_hand_over)(state, {}) == "bye"  # strings are returned as they are
 
 
+def test_an_untyped_tool_runs_on_any_values_and_refuses_what_its_code_cannot_take():
+    t = make_tool(set_color, typed=False)
+    state = State(base())
+    assert t(state, {"item_id": "i1", "color": 7, "tags": "x"}) == '{"color": 7, "tags": ["a"]}'  # stored as given
+    with pytest.raises(ToolError, match="^unhashable type: 'list'$") as err:  # the code's own failure is the refusal
+        t(state, {"item_id": ["i1"], "color": "red", "tags": []})
+    assert type(err.value) is ToolError
+    with pytest.raises(ArgumentError, match="missing required argument"):  # names are still checked
+        t(state, {"item_id": "i1"})
+    with pytest.raises(ArgumentError, match="expected string"):  # and validate() is still the whole schema
+        t.validate({"item_id": "i1", "color": 7, "tags": []})
+
+
 # ---------------------------------------------------------------- state
 
 
@@ -238,6 +251,13 @@ def test_replay_runs_gold_actions_and_gold_hash_is_cached():
     expected.edit("items", "i2")["color"] = "red"
     assert gold == expected.hash() != d.new_state().hash()
     assert d.task("t1") is task and d.system_prompt(task) == "Be nice."
+
+
+def test_gold_hash_is_cached_by_the_actions_not_the_task_id():
+    d = world([])
+    red, blue = ([Action(name="set_color", kwargs={"item_id": "i2", "color": c, "tags": []})] for c in ("red", "blue"))
+    same_id = [Task(id="t1", domain="w", split="test", user=UserScenario(instruction="x"), actions=a) for a in (red, blue)]
+    assert d.gold_hash(same_id[0]) != d.gold_hash(same_id[1])  # e.g. a results file's version of a shipped task
 
 
 @pytest.mark.parametrize("action", [

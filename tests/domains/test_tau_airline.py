@@ -7,7 +7,7 @@ import json
 import pytest
 from tau_oracle import oracle_messages, score
 
-from muarl.domains.base import ArgumentError, ToolError
+from muarl.domains.base import ToolError
 from muarl.reward import outcome_reward
 from muarl.types import Action
 
@@ -120,12 +120,27 @@ def test_booking_refusals(airline, change, message):
     assert s.hash() == airline.new_state().hash()  # a refused booking changes nothing
 
 
-def test_wrong_cabin_is_refused_by_the_schema(airline):
+def test_wrongly_typed_values_tau_bench_accepts_change_the_state_as_there(airline):
+    """As in τ-bench, whose tools take the model's JSON unchecked (issue 11, item 14)."""
     s = airline.new_state()
-    with pytest.raises(ArgumentError, match="cabin"):
+    with pytest.raises(ToolError, match="^'first'$"):  # τ-bench's KeyError on the seat map
         call(airline, s, "book_reservation", **{**BOOKING, "cabin": "first"})
-    with pytest.raises(ArgumentError, match="cabin"):
-        call(airline, s, "update_reservation_flights", reservation_id="NO6JO3", cabin="premium", flights=[], payment_id="credit_card_1955700")
+    booked = json.loads(call(airline, s, "book_reservation", **{**BOOKING, "cabin": "first", "flights": "", "payment_methods": [],
+                                                                "total_baggages": "three"}))
+    assert (booked["cabin"], booked["flights"], booked["payment_history"], booked["total_baggages"]) == ("first", "", [], "three")
+    moved = json.loads(call(airline, s, "update_reservation_flights", reservation_id="NO6JO3", cabin="premium", flights=[],
+                            payment_id="credit_card_1955700"))
+    assert moved["flights"] == [] and moved["cabin"] == "business"
+    assert moved["payment_history"][-1] == {"payment_id": "credit_card_1955700", "amount": -(483 + 1991)}
+    bags = json.loads(call(airline, s, "update_reservation_baggages", reservation_id="NO6JO3", total_baggages="2", nonfree_baggages=1.0,
+                           payment_id="credit_card_1955700"))
+    assert (bags["total_baggages"], bags["nonfree_baggages"], bags["payment_history"][-1]["amount"]) == ("2", 1.0, 50.0)
+    renamed = json.loads(call(airline, s, "update_reservation_passengers", reservation_id="NO6JO3", passengers="X"))  # one passenger
+    assert renamed["passengers"] == "X"
+    assert "with amount 100." in call(airline, s, "send_certificate", user_id=MIA, amount="100")
+    assert call(airline, s, "search_direct_flight", origin=None, destination="SEA", date="2024-05-20") == "[]"
+    with pytest.raises(ToolError, match=r"^unsupported operand type\(s\) for \+=: 'int' and 'str'$"):
+        call(airline, s, "book_reservation", **{**BOOKING, "nonfree_baggages": "1"})
 
 
 def test_updates_and_their_refusals(airline):
@@ -171,4 +186,7 @@ def test_certificates_and_reads(airline):
     assert any(f["flight_number"] == "HAT136" and f["prices"]["economy"] == 152 and "dates" not in f for f in direct)
     onestop = json.loads(call(airline, s, "search_onestop_flight", origin="JFK", destination="SEA", date="2024-05-20"))
     assert any([a["flight_number"], b["flight_number"]] == ["HAT136", "HAT039"] for a, b in onestop)
+    for bad_date in ("tomorrow", "05/20/2024"):  # LGA has overnight first legs, whose next day needs the digits
+        with pytest.raises(ToolError, match="^date must be 'YYYY-MM-DD'"):
+            call(airline, s, "search_onestop_flight", origin="LGA", destination="SFO", date=bad_date)
     assert "certificate_3221324" in json.loads(call(airline, s, "get_user_details", user_id=MIA))["payment_methods"]

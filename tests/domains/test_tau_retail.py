@@ -138,14 +138,58 @@ def test_lookups_and_their_errors(retail):
     assert call(retail, s, "transfer_to_human_agents", summary="x") == "Transfer successful"
 
 
-def test_argument_schema_is_enforced(retail):
+def test_wrongly_typed_values_tau_bench_accepts_change_the_state_as_there(retail):
+    """τ-bench hands the model's JSON to its tools unchecked; these go through there, so they must here (issue 11, item 14)."""
     s = retail.new_state()
-    with pytest.raises(ArgumentError):
-        call(retail, s, "cancel_pending_order", order_id="#W8367380", reason="changed my mind")
-    with pytest.raises(ArgumentError):
+    returned = json.loads(call(retail, s, "return_delivered_order_items", order_id="#W2378156", item_ids="", payment_method_id="credit_card_9513926"))
+    assert returned["status"] == "return requested" and returned["return_items"] == []
+    s = retail.new_state()
+    exchanged = json.loads(call(retail, s, "exchange_delivered_order_items", order_id="#W2378156", item_ids="", new_item_ids={},
+                                payment_method_id="credit_card_9513926"))
+    assert exchanged["status"] == "exchange requested" and exchanged["exchange_items"] == exchanged["exchange_new_items"] == []
+    assert exchanged["exchange_price_difference"] == 0
+    s = retail.new_state()
+    modified = json.loads(call(retail, s, "modify_pending_order_items", order_id="#W8367380", item_ids="", new_item_ids="",
+                               payment_method_id="credit_card_5683823"))
+    assert modified["status"] == "pending (item modified)"
+    assert modified["payment_history"][-1] == {"transaction_type": "refund", "amount": 0, "payment_method_id": "credit_card_5683823"}
+    s = retail.new_state()
+    address = {"address1": "1 Elm St", "address2": "", "city": "Philadelphia", "state": "PA", "country": "USA", "zip": 19122}
+    assert json.loads(call(retail, s, "modify_user_address", user_id="yusuf_rossi_9620", **address))["address"]["zip"] == 19122
+    assert s.get("users", "yusuf_rossi_9620")["address"]["zip"] == 19122  # stored as the integer it was given
+    assert json.loads(call(retail, s, "modify_pending_order_address", order_id="#W8367380", **address))["address"]["zip"] == 19122
+    assert call(retail, s, "think", thought=42) == ""
+    assert call(retail, s, "transfer_to_human_agents", summary=None) == "Transfer successful"
+
+
+@pytest.mark.parametrize(("name", "arguments", "message"), [
+    ("cancel_pending_order", {"order_id": "#W8367380", "reason": "changed my mind"}, "invalid reason"),
+    ("return_delivered_order_items", {"order_id": "#W2378156", "item_ids": "1151293680", "payment_method_id": "credit_card_9513926"},
+     "some item not found"),  # a string is iterated character by character
+    ("return_delivered_order_items", {"order_id": "#W2378156", "item_ids": 1151293680, "payment_method_id": "credit_card_9513926"},
+     "'int' object is not iterable"),
+    ("return_delivered_order_items", {"order_id": "#W2378156", "item_ids": {"1151293680": 1}, "payment_method_id": "credit_card_9513926"},
+     "'dict' object has no attribute 'count'"),
+    ("exchange_delivered_order_items", {"order_id": "#W2378156", "item_ids": [], "new_item_ids": 7, "payment_method_id": "credit_card_9513926"},
+     "object of type 'int' has no len()"),
+    ("get_order_details", {"order_id": ["#W2378156"]}, "unhashable type: 'list'"),
+    ("find_user_id_by_name_zip", {"first_name": "nobody", "last_name": 7, "zip": "19122"}, "user not found"),
+    ("find_user_id_by_name_zip", {"first_name": "yusuf", "last_name": 7, "zip": "19122"}, "'int' object has no attribute 'lower'"),
+])
+def test_wrongly_typed_values_tau_bench_refuses_are_refused_with_its_text(retail, name, arguments, message):
+    s = retail.new_state()
+    with pytest.raises(ToolError) as err:
+        call(retail, s, name, **arguments)
+    assert str(err.value) == message
+    assert s.hash() == retail.new_state().hash()
+
+
+def test_argument_names_are_still_checked(retail):
+    s = retail.new_state()
+    with pytest.raises(ArgumentError, match="missing"):
         call(retail, s, "get_order_details")
-    with pytest.raises(ArgumentError):
-        call(retail, s, "return_delivered_order_items", order_id="#W2378156", item_ids="1151293680", payment_method_id="x")
+    with pytest.raises(ArgumentError, match="unexpected"):
+        call(retail, s, "get_order_details", order_id="#W2378156", verbose=True)
 
 
 def test_cancel_refunds_gift_cards_at_once(retail):

@@ -94,3 +94,10 @@ def test_cli_compare_refuses_runs_without_shared_tasks(tmp_path):
     assert result.exit_code == 2 and "share no finished task" in result.output
     result = CliRunner().invoke(main, ["eval", a, "--compare", a, "--per-task"])
     assert result.exit_code == 2 and "do not apply to --compare" in result.output
+
+
+def test_cli_compare_with_a_run_that_only_errored_exits_3(tmp_path):
+    scored = write_run(tmp_path / "a", {"t1": True})
+    errored = write_run(tmp_path / "b", {"t1": None})
+    result = CliRunner().invoke(main, ["eval", scored, "--compare", errored])
+    assert result.exit_code == 3 and "was scored" in result.output

@@ -5,13 +5,8 @@ in-process tools."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
-import socket
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -21,44 +16,14 @@ from muarl.domains.base import ArgumentError, ToolError  # noqa: E402
 from muarl.integrations.mcp_client import MCPTarget, MCPToolBackend, backend_factory_from_spec, list_tool_specs  # noqa: E402
 from muarl.rollout.backends import BackendError, LocalToolBackend  # noqa: E402
 from muarl.rollout.episode import run_episode  # noqa: E402
+from servers import free_port, http_server, stdio_spec  # noqa: E402
 from shop_world import ListUser, PlanAgent, call, load, say  # noqa: E402
-
-TESTS_DIR = Path(__file__).resolve().parents[1]
-# the test world, and the muarl under test (not whichever one is installed)
-SERVER_PATH = os.pathsep.join([str(TESTS_DIR), str(Path(sys.modules["muarl"].__file__).resolve().parents[1])])
-SERVE = [sys.executable, "-c", "from muarl.cli import main; main()", "serve-mcp", "--domain", "shop_world:load"]
-
-
-def stdio_spec() -> str:
-    # the SDK starts servers with a minimal environment: pass the test world's path explicitly
-    return "mcp:" + shlex.join(["env", f"PYTHONPATH={SERVER_PATH}", *SERVE])
 
 
 @pytest.fixture(scope="module")
 def http_url():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": SERVER_PATH}
-    proc = subprocess.Popen([*SERVE, "--transport", "http", "--port", str(port)], env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"MCP HTTP server did not start: {proc.stderr.read().decode()[-2000:]}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with http_server() as (_, url):
+        yield url
 
 
 PLAN = [
@@ -131,10 +96,7 @@ def test_tools_are_listed_with_schemas_and_kinds(http_url):
 
 
 def test_unreachable_server_errors_the_episode_instead_of_blaming_the_agent():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    episode = run(backend_factory_from_spec(f"mcp:http://127.0.0.1:{port}/mcp"))
+    episode = run(backend_factory_from_spec(f"mcp:http://127.0.0.1:{free_port()}/mcp", max_retries=0))
     assert episode.termination == "error" and episode.reward is None
     assert "cannot open an MCP session" in episode.error
 

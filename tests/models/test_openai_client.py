@@ -24,9 +24,11 @@ from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
 from muarl.rollout.episode import run_episode
 from muarl.rollout.runner import run_many
+from muarl.rollout.store import read_episodes
 from muarl.types import Message, ToolCall
 from muarl.users.scripted import ScriptedUser
 from oracle_http import oracle_policy
+from servers import json_server
 
 
 @pytest.fixture(scope="module")
@@ -176,24 +178,43 @@ def test_retries_give_up_with_model_error_after_max_retries():
         assert server.requests == 3
 
 
-def test_a_reply_that_is_not_a_chat_completion_is_a_model_error():
-    def policy(request):
-        return {"content": "x"}
-
-    async def go(server):
-        client = _client(server)
-        client._post = _no_choices  # type: ignore[method-assign]
+def complete_once(base_url: str, max_retries: int = 2) -> None:
+    async def go():
+        client = ChatClient(base_url, "test-model", api_key="k", backoff=0.001, max_retries=max_retries)
         try:
             await client.complete([Message(role="user", content="hi")])
         finally:
             await client.aclose()
 
-    async def _no_choices(body):
-        return {"id": "x", "choices": []}
+    asyncio.run(go())
 
-    with LoopbackServer(policy) as server:
-        with pytest.raises(ModelError, match="not a chat completion"):
-            asyncio.run(go(server))
+
+@pytest.mark.parametrize("tool_calls", [["get_user"], "get_user", [{"id": "c1", "function": "get_user"}]])
+def test_tool_calls_that_are_not_call_objects_are_retried_then_a_model_error(tool_calls):
+    with LoopbackServer(lambda request: {"content": None, "tool_calls": tool_calls}) as server:
+        with pytest.raises(ModelError, match=r"3 attempt\(s\): response is not a chat completion \(tool_calls"):
+            complete_once(server.base_url)
+        assert server.requests == 3
+
+
+def test_a_body_without_choices_is_retried_then_a_model_error():
+    with json_server({"id": "x", "choices": []}) as url:
+        with pytest.raises(ModelError, match=r"2 attempt\(s\): response is not a chat completion"):
+            complete_once(url, max_retries=1)
+
+
+def test_string_tool_calls_give_an_errored_episode(clinic):
+    async def go(url):
+        agent = OpenAIAgent(ChatClient(url, "m", api_key="k", max_retries=1, backoff=0.001))
+        try:
+            return await run_episode(clinic, clinic.tasks("test")[0], agent, ScriptedUser())
+        finally:
+            await agent.aclose()
+
+    with LoopbackServer(lambda request: {"content": None, "tool_calls": "find_patient"}) as server:
+        episode = asyncio.run(go(server.base_url))
+    assert episode.termination == "error" and episode.reward is None
+    assert episode.error.startswith("ModelError:") and "tool_calls must be a list" in episode.error
 
 
 @pytest.mark.parametrize("where", ["failing server", "closed port"])
@@ -222,6 +243,37 @@ def test_a_server_that_keeps_failing_gives_errored_episodes_never_zero_rewards(c
         assert ("500" in ep.error) if where == "failing server" else ("Connect" in ep.error)
 
     out = CliRunner().invoke(main, ["eval", str(tmp_path), "--json", "--bootstrap", "0"])
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 3 and "was scored: all 6 errored" in out.stderr  # nothing to report is not a result
     summary = json.loads(out.stdout, parse_constant=lambda name: pytest.fail(f"eval --json printed {name}"))
     assert summary["n_errored"] == 6 and summary["n_tasks"] == 0
+
+
+def test_lone_surrogates_anywhere_in_a_reply_are_replaced_so_every_episode_is_written(clinic, tmp_path):
+    """A server's JSON can carry lone surrogates as \\ud800 escapes: in a tool-call id they once stopped the whole run
+    (the episode could not be written). Every string of the reply is now made writable, the rest of it kept."""
+    tasks = clinic.tasks("test")[:4]
+
+    def policy(request):
+        if sum(m["role"] == "assistant" for m in request["messages"]):
+            return {"content": "Bye \udfff now"}
+        return {"content": "x\ud800y", "tool_calls": [
+            {"id": "call_\ud800", "type": "function", "function": {"name": "get_patient_details\udc00", "arguments": '{"patient_id": "P\ud800"}'}},
+        ]}
+
+    async def go(server):
+        agent = OpenAIAgent(_client(server))
+        try:
+            return await run_many(clinic, tasks, agent, ScriptedUser(), out=tmp_path / "episodes.jsonl", progress=False)
+        finally:
+            await agent.aclose()
+
+    with LoopbackServer(policy) as server:
+        result = asyncio.run(go(server))
+    episodes, bad = read_episodes(tmp_path / "episodes.jsonl")
+    assert result.ran == len(episodes) == len(tasks) and bad == 0 and result.errored == 0
+    for ep in episodes:
+        call = ep.messages[2].tool_calls[0]
+        assert (call.id, call.name, call.arguments) == ("call_\ufffd", "get_patient_details\ufffd", '{"patient_id": "P\ufffd"}')
+        assert ep.messages[2].content == "x\ufffdy" and ep.messages[3].tool_call_id == "call_\ufffd"
+        assert ep.tool_executions[0].call_id == "call_\ufffd" and ep.tool_executions[0].error_kind == "unknown_tool"
+        assert ep.messages[4].content == "Bye \ufffd now"

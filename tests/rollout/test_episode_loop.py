@@ -17,6 +17,7 @@ import pytest
 
 from muarl.domains import load_domain
 from muarl.models.base import ContextFull, ModelError
+from muarl.rollout.backends import LocalToolBackend
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, stop_reason
@@ -149,6 +150,16 @@ def test_user_server_failure_is_an_errored_episode(clinic, task):
 def test_the_opening_failing_is_an_errored_episode_too(clinic, task):
     ep = run(clinic, task, ScriptAgent([]), LineUser(["x"], fail_at=0))
     assert ep.termination == "error" and ep.agent_turns == 0 and ep.reward is None
+
+
+def test_a_tool_backend_failing_to_close_errors_the_episode_instead_of_raising(clinic, task):
+    class UnclosableBackend(LocalToolBackend):
+        async def aclose(self) -> None:
+            raise RuntimeError("the tools server is gone")
+
+    ep = asyncio.run(run_episode(clinic, task, ScriptAgent([say("Hello.")]), LineUser(["Hi.", STOP]), backend_factory=UnclosableBackend))
+    assert ep.termination == "error" and ep.reward is None
+    assert ep.error == "closing UnclosableBackend failed: RuntimeError: the tools server is gone"
 
 
 def test_episode_records_identity_and_seed(clinic, task):

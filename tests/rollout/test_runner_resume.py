@@ -1,9 +1,11 @@
 """Running many episodes to a run directory, and resuming after a crash (``muarl.rollout.runner`` / ``store``).
 
-Specification: each finished episode is on disk at once; a run killed at any moment (even mid-write) can be
-completed with ``--resume``: every (task, trial) then appears exactly once, finished ones are not run
-again, a torn last line is dropped, errored ones are run again, and the result equals an uninterrupted run;
-a non-empty run directory is never overwritten without ``--resume``.
+Specification: each finished episode is on disk at once, even with in-process policies that never suspend,
+and a run that keeps no episodes in memory has flat memory however many it runs; a run killed at any moment
+(even mid-write, even inside a multi-byte character) can be completed with ``--resume``: every (task, trial)
+then appears exactly once, finished ones are not run again, a torn last line is dropped, errored ones are
+run again, and the result equals an uninterrupted run; a non-empty run directory is never overwritten
+without ``--resume``, nor resumed with settings that would change how its episodes are made.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import json
 import time
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -22,9 +26,12 @@ from click.testing import CliRunner
 
 from muarl.cli import main
 from muarl.domains import load_domain
+from muarl.evals.passk import summarise
 from muarl.models.loopback_server import LoopbackServer
 from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
+from muarl.rollout.backends import LocalToolBackend
+from muarl.rollout.config import RolloutConfig
 from muarl.rollout.runner import episode_seed, run_many
 from muarl.rollout.store import EpisodeWriter, atomic_write_text, latest_per_key, read_episodes
 from muarl.types import Episode
@@ -158,3 +165,120 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp_files(tmp_path):
 def test_episode_seeds_differ_per_task_and_trial_and_are_stable():
     assert episode_seed(0, "a", 0) == episode_seed(0, "a", 0)
     assert len({episode_seed(0, "a", 0), episode_seed(0, "a", 1), episode_seed(0, "b", 0), episode_seed(1, "a", 0)}) == 4
+
+
+def test_with_a_policy_that_never_suspends_each_episode_is_on_disk_before_later_ones_start(clinic, tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    on_disk_at_start = []
+
+    def backend(domain, task):  # called as each episode starts
+        on_disk_at_start.append(_lines(path))
+        return LocalToolBackend(domain, task)
+
+    tasks = clinic.tasks("test")[:20]
+    concurrency = 4
+    asyncio.run(run_many(clinic, tasks, OracleAgent(), ScriptedUser(), concurrency=concurrency, out=path,
+                         backend_factory=backend, progress=False))
+    assert len(on_disk_at_start) == 20 and _lines(path) == 20
+    # at most `concurrency` episodes are ever in flight, so all but those have been written
+    assert all(n >= i - (concurrency - 1) for i, n in enumerate(on_disk_at_start)), on_disk_at_start
+
+
+def test_a_run_that_keeps_no_episodes_has_flat_memory(clinic, tmp_path):
+    tasks = clinic.tasks("test")[:10]
+
+    def peak_bytes(trials: int) -> int:
+        path = tmp_path / f"{trials}.jsonl"
+        tracemalloc.start()
+        try:
+            result = asyncio.run(run_many(clinic, tasks, OracleAgent(), ScriptedUser(), trials=trials, out=path,
+                                          progress=False, keep_episodes=False))
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert result.episodes == [] and result.ran == _lines(path) == len(tasks) * trials
+
+    peak_bytes(1)  # warm the domain's and the tools' caches
+    small, large = peak_bytes(3), peak_bytes(12)
+    assert large < 2 * small, (small, large)  # four times the episodes, not four times the memory
+
+
+def test_reading_outcomes_only_keeps_what_metrics_use_and_drops_the_transcripts(clinic, tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    tasks = clinic.tasks("test")[:4]
+    asyncio.run(run_many(clinic, tasks, OracleAgent(), ScriptedUser(), out=path, progress=False))
+    asyncio.run(run_many(clinic, tasks, ScriptAgent([], fail_at=0), LineUser(["Hi."]), trials=2, out=path, resume=True, progress=False))
+    full, _ = read_episodes(path)
+    outcomes, bad = read_episodes(path, outcomes_only=True)
+
+    def outcome(ep):
+        return ep.key, ep.termination, ep.error, ep.reward, ep.usage, ep.agent_turns, ep.malformed_calls, ep.seed
+
+    assert bad == 0 and [outcome(e) for e in outcomes] == [outcome(e) for e in full] and len(full) == 8
+    assert all(not (e.messages or e.tool_executions or e.timings) for e in outcomes) and all(e.messages for e in full)
+    assert summarise(outcomes, bootstrap=0) == summarise(full, bootstrap=0)
+
+
+def test_keep_episodes_false_needs_a_file_to_keep_them_in(clinic):
+    with pytest.raises(ValueError, match="needs out="):
+        asyncio.run(run_many(clinic, clinic.tasks("test")[:1], OracleAgent(), ScriptedUser(), keep_episodes=False, progress=False))
+
+
+def test_a_last_line_torn_inside_a_multibyte_character_is_one_unreadable_line(clinic, tmp_path):
+    path = tmp_path / "run" / "episodes.jsonl"
+    tasks = clinic.tasks("test")[:3]
+    asyncio.run(run_many(clinic, tasks, ScriptAgent([say("Très bien, ça marche — 日本語")]), LineUser(["Hi."]),
+                         out=path, progress=False))
+    last = path.read_bytes().splitlines()[-1]
+    cut = last.index("日".encode()) + 1  # inside the three bytes of one character
+    with path.open("ab") as f:
+        f.write(last[:cut])
+    episodes, bad = read_episodes(path)
+    assert len(episodes) == 3 and bad == 1
+
+    evaluated = CliRunner().invoke(main, ["eval", str(path.parent), "--json", "--bootstrap", "0"])
+    assert evaluated.exit_code == 0 and json.loads(evaluated.stdout)["n_tasks"] == 3
+    assert "1 unreadable line" in evaluated.stderr
+    with EpisodeWriter(path, resume=True) as writer:  # what --resume does first
+        assert writer.done == {(t.id, 0) for t in tasks}
+    assert read_episodes(path) == (episodes, 0)
+
+
+def test_resume_refuses_other_settings_naming_them_and_accepts_how_fast_and_how_many(tmp_path):
+    out = tmp_path / "run"
+    base = ["rollout", "--limit", "2", "--out", str(out), "--quiet"]
+    first = CliRunner().invoke(main, base)
+    assert first.exit_code == 0, first.output
+    run_info = (out / "run.json").read_text()
+    episodes = (out / "episodes.jsonl").read_bytes()
+
+    refused = CliRunner().invoke(main, [*base, "--resume", "--agent", "none", "--seed", "7",
+                                        "--user", "llm:m", "--user-base-url", "http://127.0.0.1:9/v1"])
+    assert refused.exit_code == 2, refused.output
+    assert "agent: 'oracle' -> 'none'" in refused.output and "seed: 0 -> 7" in refused.output
+    assert "user: 'scripted' -> 'llm:m'" in refused.output and "--out" in refused.output
+    assert "concurrency" not in refused.output and "resume:" not in refused.output and "user_base_url" not in refused.output
+    assert (out / "run.json").read_text() == run_info and (out / "episodes.jsonl").read_bytes() == episodes
+
+    more = CliRunner().invoke(main, [*base, "--resume", "--concurrency", "3", "--trials", "2"])
+    assert more.exit_code == 0, more.output
+    assert "2 episode(s) were already finished, 2 run now" in more.stderr
+    info = json.loads((out / "run.json").read_text())
+    assert info["started"] == json.loads(run_info)["started"] and len(info["resumed"]) == 1
+    assert info["config"]["trials"] == 2 and info["config"]["concurrency"] == 3
+
+    (out / "run.json").write_text('{"config": {"seed": 0,')  # settings that cannot be read cannot be checked
+    unreadable = CliRunner().invoke(main, [*base, "--resume"])
+    assert unreadable.exit_code == 2 and "run.json is not readable JSON" in unreadable.output
+    (out / "run.json").unlink()
+    unknown = CliRunner().invoke(main, [*base, "--resume"])
+    assert unknown.exit_code == 2 and "no run.json" in unknown.output
+
+
+def test_resume_conflicts_count_a_setting_an_older_run_lacks_as_its_default():
+    cfg = RolloutConfig(domain="tau-retail", timeout=5, max_retries=0, out="elsewhere", resume=True)
+    previous = RolloutConfig().model_dump(mode="json")
+    assert cfg.resume_conflicts(previous) == ["domain: 'clinic' -> 'tau-retail'"]
+    del previous["token_budget"]
+    assert cfg.resume_conflicts(previous) == ["domain: 'clinic' -> 'tau-retail'"]
+    assert RolloutConfig(token_budget=100).resume_conflicts(previous) == ["token_budget: None -> 100"]

@@ -54,6 +54,7 @@ def test_prompt_roles_and_stop(clinic):
     assert ep.user_usage.requests == 3 and ep.user_usage.prompt_tokens > 0
     first, last = requests[0], requests[-1]
     assert first["model"] == "user-model" and first["temperature"] == 0.0 and "tools" not in first
+    assert len({r["seed"] for r in requests}) == 3  # a seed per request, derived from the episode seed
     assert first["messages"][0]["role"] == "system" and task.user.instruction in first["messages"][0]["content"]
     assert STOP in first["messages"][0]["content"]
     assert first["messages"][1:] == [{"role": "user", "content": OPEN_PROMPT}]

@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "train": "muarl.cli.train:train",
     "sft": "muarl.cli.train:sft",
     "plot": "muarl.cli.train:plot",
+    "export": "muarl.cli.export:export",
+    "serve": "muarl.cli.serve:serve",
 }
 
 

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -12,6 +15,16 @@ from muarl.evals.passk import Summary, summarise
 from muarl.evals.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
 from muarl.types import Episode
+
+EXIT_ERRORED = 3  # episodes errored (model, user or tool server failures): the metrics are incomplete or absent
+
+
+def fail_unscored(episodes: list[Episode], where: str | Path) -> NoReturn:
+    """Stop (exit 3) with what happened when a run has no scored episode: metrics of nothing are not results."""
+    errors = [ep.error for ep in episodes if ep.errored]
+    cause = f"all {len(errors)} errored, e.g. {errors[0]}" if errors else "there are none"
+    click.echo(f"error: no episode in {where} was scored: {cause}", err=True)
+    sys.exit(EXIT_ERRORED)
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -50,7 +63,7 @@ def note_ungraded_nl(episodes: list[Episode]) -> None:
 
 def _load(run: str) -> tuple[list[Episode], int]:
     """The run's latest episode per (task, trial) and its number of unreadable lines."""
-    episodes, bad = read_episodes(episodes_path(run))
+    episodes, bad = read_episodes(episodes_path(run), outcomes_only=True)
     if not episodes:
         unreadable = f" ({bad} unreadable line(s): not a muarl episodes JSONL file?)" if bad else ""
         raise click.UsageError(f"no episodes in {episodes_path(run)}{unreadable}")
@@ -69,26 +82,28 @@ def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, boots
     """Score a run directory (or an episodes JSONL file), or compare it with another (--compare)."""
     if other is not None and (ks or per_task):
         raise click.UsageError("--k and --per-task do not apply to --compare (it compares pass^1 task by task)")
-    episodes, bad = _load(run)
-    if other is not None:
+    latest, bad = _load(run)
+    if other is None:
+        summary = summarise(latest, ks=list(ks) or None, bootstrap=bootstrap)
+        if as_json:
+            click.echo(json.dumps(summary.to_json()))
+        elif summary.n_tasks:
+            print_summary(summary, per_task=per_task)
+    else:
         others, bad_other = _load(other)
-        comparison = compare_runs(episodes, others, draws=bootstrap)
+        for where, eps in ((run, latest), (other, others)):
+            if all(e.errored for e in eps):
+                fail_unscored(eps, episodes_path(where))
+        comparison = compare_runs(latest, others, draws=bootstrap)
         if not comparison.n_tasks:
             raise click.UsageError(f"{run} and {other} share no finished task: nothing to compare")
         if as_json:
             click.echo(json.dumps(comparison.to_json()))
         else:
             print_comparison(comparison, run, other)
-        episodes, bad = episodes + others, bad + bad_other
-    else:
-        _print_scores(summarise(episodes, ks=list(ks) or None, bootstrap=bootstrap), as_json, per_task)
-    note_ungraded_nl(episodes)
+        latest, bad = latest + others, bad + bad_other
+    note_ungraded_nl(latest)
     if bad:
         click.echo(f"warning: {bad} unreadable line(s) skipped (a torn write after a crash?)", err=True)
-
-
-def _print_scores(summary: Summary, as_json: bool, per_task: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(summary.to_json()))
-    else:
-        print_summary(summary, per_task=per_task)
+    if other is None and not summary.n_tasks:
+        fail_unscored(latest, episodes_path(run))

@@ -13,10 +13,12 @@ import click
 @click.option("--data-dir", default=None, help="data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
 @click.option("--split", default="test", show_default=True, help="split of τ-bench results, whose task ids are indices")
 @click.option("--task", "task_id", default=None, help="task id of a file that holds one bare message list")
+@click.option("--shipped-tasks", is_flag=True,
+              help="score τ² results against the domain's task definitions, not the ones the results file embeds")
 @click.option("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the τ² NL-assertion judge")
 @click.option("--judge-model", default=None, help="model of the τ² NL-assertion judge")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object per trajectory")
-def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_id: str | None,
+def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_id: str | None, shipped_tasks: bool,
            judge_base_url: str | None, judge_model: str | None, as_json: bool) -> None:
     """Replay FILE's trajectories on DOMAIN and print each new reward beside the recorded one."""
     from muarl.domains import load_domain
@@ -26,7 +28,7 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
     if (judge_base_url is None) != (judge_model is None):
         raise click.UsageError("give both --judge-base-url and --judge-model, or neither")
     domain = load_domain(domain_name, data_dir)  # a bad domain, data or file: an InputError, exit 2 (see muarl.cli)
-    trajectories = read_trajectories(file, domain, split=split, task_id=task_id)
+    trajectories = read_trajectories(file, domain, split=split, task_id=task_id, embedded_tasks=not shipped_tasks)
     judge = JudgeConfig(base_url=judge_base_url, model=judge_model) if judge_base_url else None
     results = replay_all(domain, trajectories, judge=judge)
     for r in results:

@@ -10,13 +10,28 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import note_ungraded_nl, print_summary
+from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, print_summary
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
+from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError, RolloutConfig
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import EPISODES_FILE, read_episodes, write_run_info
+from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
 from muarl.rollout.world import build_world
+
+
+def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
+    """The run.json of a resumed run: refused (usage error) when a setting differs from the interrupted run's,
+    since its episodes and the new ones would then be of two configurations in one file; otherwise it keeps
+    when the run started and adds when it was resumed."""
+    previous = read_run_info(out)
+    if previous is None:
+        raise click.UsageError(f"cannot resume {out}: it holds episodes but no {RUN_FILE}, so their settings are unknown; choose another --out")
+    conflicts = cfg.resume_conflicts(previous.get("config") or {})
+    if conflicts:
+        raise click.UsageError(f"cannot resume {out} with settings other than its run's ({'; '.join(conflicts)}): "
+                               "use the same ones, or choose another --out")
+    return {**info, "started": previous.get("started"), "resumed": [*previous.get("resumed", []), info["started"]]}
 
 
 @click.command()
@@ -26,16 +41,20 @@ from muarl.rollout.world import build_world
 @click.option("--split", help="Task split [test].")
 @click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--limit", type=int, help="Only the first N tasks.")
-@click.option("--agent", help="oracle | none | openai:MODEL [oracle].")
+@click.option("--agent", help="oracle | none | openai:MODEL | local:PATH [oracle].")
 @click.option("--agent-base-url", help="OpenAI-compatible endpoint of the agent.")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
-@click.option("--user", help="scripted | llm:MODEL [scripted].")
+@click.option("--user", help="scripted | llm:MODEL | local:PATH [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH agent [auto].")
+@click.option("--user-precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH user [auto].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
 @click.option("--concurrency", type=int, help="Episodes at once [8].")
 @click.option("--max-turns", type=int, help="Agent turns per episode [30].")
+@click.option("--timeout", type=float, help="Seconds per model or MCP tool-server request [60].")
+@click.option("--max-retries", type=int, help="Retries of a failed model request or MCP session opening [3].")
 @click.option("--reward", help="Reward function [outcome].")
 @click.option("--seed", type=int, help="Run seed [0].")
 @click.option("--out", help="Run directory [runs/rollout].")
@@ -47,33 +66,40 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
         world = build_world(cfg, cfg.concurrency)
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
-                           max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-    except (ConfigError, ValueError, KeyError) as exc:
+                           max_retries=cfg.max_retries, concurrency=cfg.concurrency, precision=cfg.precision,
+                           max_context=cfg.max_context, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+    except (ConfigError, ValueError, KeyError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     out = Path(cfg.out)
-    if not cfg.resume and (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size:
+    episodes_file = out / EPISODES_FILE
+    holds_run = episodes_file.exists() and episodes_file.stat().st_size > 0
+    if holds_run and not cfg.resume:
         raise click.UsageError(f"{out} already holds a run: pass --resume to complete it, or choose another --out")
-    write_run_info(out, {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
-                         "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
-                         "agent": agent.name, "user": world.user.name,
-                         "tools": [t.to_openai() for t in world.domain.tools.specs()]})
+    info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
+            "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
+            "agent": agent.name, "user": world.user.name, "tools": [t.to_openai() for t in world.domain.tools.specs()]}
+    write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
 
     async def go():  # noqa: ANN202
         try:
             return await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
-                                  out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=world.loop,
-                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet)
+                                  out=episodes_file, resume=cfg.resume, seed=cfg.seed, config=world.loop,
+                                  reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=not quiet,
+                                  keep_episodes=False)
         finally:
             await agent.aclose()
             await world.aclose()
 
     result = asyncio.run(go())
-    episodes, _ = read_episodes(out / EPISODES_FILE)
+    episodes, _ = read_episodes(episodes_file, outcomes_only=True)
     if result.skipped:
-        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {len(result.episodes)} run now", err=True)
-    print_summary(summarise(episodes, bootstrap=0), title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
+        click.echo(f"resumed: {result.skipped} episode(s) were already finished, {result.ran} run now", err=True)
+    summary = summarise(episodes, bootstrap=0)
+    if not summary.n_tasks:
+        fail_unscored(episodes, episodes_file)
+    print_summary(summary, title=f"{cfg.domain}/{cfg.split} · agent {agent.name} · user {world.user.name}")
     note_ungraded_nl(episodes)
-    click.echo(f"episodes: {out / EPISODES_FILE}")
+    click.echo(f"episodes: {episodes_file}")
     if result.errored:
         click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
-        sys.exit(3)
+        sys.exit(EXIT_ERRORED)

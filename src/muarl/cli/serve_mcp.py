@@ -14,7 +14,10 @@ import click
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address")
 @click.option("--port", default=8765, show_default=True, type=int, help="HTTP port")
 @click.option("--path", default="/mcp", show_default=True, help="HTTP endpoint path")
-def serve_mcp(domain_spec: str, data_dir: str | None, transport: str, host: str, port: int, path: str) -> None:
+@click.option("--session-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,
+              help="HTTP: seconds without a request after which a session is closed and its state freed")
+def serve_mcp(domain_spec: str, data_dir: str | None, transport: str, host: str, port: int, path: str,
+              session_idle_timeout: float) -> None:
     """Serve DOMAIN's tools as an MCP server; read the state hash at resource muarl://state/hash."""
     from muarl.domains.spec import load_domain_spec
     from muarl.integrations.mcp_server import serve_http, serve_stdio
@@ -24,4 +27,4 @@ def serve_mcp(domain_spec: str, data_dir: str | None, transport: str, host: str,
         asyncio.run(serve_stdio(domain))
     else:
         click.echo(f"serving {domain.name} over MCP at http://{host}:{port}{path}", err=True)
-        asyncio.run(serve_http(domain, host, port, path))
+        asyncio.run(serve_http(domain, host, port, path, session_idle_timeout))

@@ -13,12 +13,12 @@ from muarl.rollout.config import ConfigError
 from muarl.rollout.store import writable_dir
 
 
-def _prepare_threads() -> None:
+def prepare_threads() -> None:
     # With busy-waiting OpenMP threads, 2-core training collapses when anything else runs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _need_training_extras() -> None:
+def need_training_extras() -> None:
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -35,8 +35,8 @@ def _need_training_extras() -> None:
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def train(config_path: str | None, out: str | None, steps: int | None, model_name: str | None, resume: bool, quiet: bool) -> None:
     """Train a policy with MUA-RL GRPO against the simulated user; draws the metrics at the end."""
-    _prepare_threads()
-    _need_training_extras()
+    prepare_threads()
+    need_training_extras()
     from muarl.train.config import GRPOConfig
     from muarl.train.trainer import GRPOTrainer, TrainingError
 
@@ -69,8 +69,8 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
 def sft(config_path: str | None, data: str | None, out: str | None, model_name: str | None, epochs: float | None,
         allow_test_split: bool, quiet: bool) -> None:
     """Cold-start supervised fine-tuning on chat JSONL, loss on assistant tokens only."""
-    _prepare_threads()
-    _need_training_extras()
+    prepare_threads()
+    need_training_extras()
     from muarl.train.config import SFTConfig
     from muarl.train.sft import run_sft
 

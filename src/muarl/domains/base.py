@@ -245,11 +245,19 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class Tool:
-    """A callable tool with its schema. ``fn(state, **arguments)`` returns a str or JSON-able value."""
+    """A callable tool with its schema. ``fn(state, **arguments)`` returns a str or JSON-able value.
+
+    A *typed* tool (the default) refuses arguments of the wrong type before it runs. An untyped one
+    (``typed=False``) checks only the argument names and runs on whatever values it is given, turning any
+    exception its code raises into the refusal: that is how a benchmark that calls plain Python functions with
+    the model's JSON behaves (τ-bench), and a world that must agree with it on every call it accepts needs the
+    same leniency. :meth:`validate` is the full schema check either way.
+    """
 
     fn: Callable[..., Any]
     spec: ToolSpec
     required: frozenset[str]
+    typed: bool = True
 
     @property
     def name(self) -> str:
@@ -263,8 +271,8 @@ class Tool:
     def terminal(self) -> bool:
         return self.spec.terminal
 
-    def validate(self, arguments: Mapping[str, Any]) -> None:
-        """Raise :class:`ArgumentError` (with a message an agent can act on) if the arguments do not fit."""
+    def check_names(self, arguments: Mapping[str, Any]) -> None:
+        """Raise :class:`ArgumentError` for an unknown or a missing argument."""
         props = self.spec.parameters["properties"]
         unknown = sorted(set(arguments) - set(props))
         if unknown:
@@ -272,15 +280,30 @@ class Tool:
         missing = sorted(self.required - set(arguments))
         if missing:
             raise ArgumentError(f"missing required argument(s) {missing} for {self.name}")
+
+    def validate(self, arguments: Mapping[str, Any]) -> None:
+        """Raise :class:`ArgumentError` (with a message an agent can act on) if the arguments do not fit."""
+        self.check_names(arguments)
+        props = self.spec.parameters["properties"]
         for name, value in arguments.items():
             problem = _type_problem(value, props[name])
             if problem:
                 raise ArgumentError(f"argument {name!r} of {self.name}: {problem}")
 
     def __call__(self, state: State, arguments: Mapping[str, Any]) -> str:
-        """Validate, run, and render the output as text (JSON for structured results)."""
-        self.validate(arguments)
-        result = self.fn(state, **arguments)
+        """Validate (all of the schema, or only the names if untyped), run, and render the output as text
+        (JSON for structured results)."""
+        if self.typed:
+            self.validate(arguments)
+            result = self.fn(state, **arguments)
+        else:
+            self.check_names(arguments)
+            try:
+                result = self.fn(state, **arguments)
+            except ToolError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the value did not suit the code: the refusal, as in τ-bench
+                raise ToolError(str(exc)) from None
         return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 
@@ -321,8 +344,9 @@ def tool(kind: ToolKind = "generic", *, terminal: bool = False, name: str | None
     return mark
 
 
-def make_tool(fn: Callable[..., Any], kind: ToolKind = "generic", terminal: bool = False, name: str | None = None) -> Tool:
-    """Build a :class:`Tool` from a typed function; its first parameter is the state and is not exposed."""
+def make_tool(fn: Callable[..., Any], kind: ToolKind = "generic", terminal: bool = False, name: str | None = None, typed: bool = True) -> Tool:
+    """Build a :class:`Tool` from a typed function; its first parameter is the state and is not exposed.
+    ``typed=False`` makes a tool that does not check argument types before running (see :class:`Tool`)."""
     description, arg_docs = parse_docstring(fn.__doc__ or "")
     hints = typing.get_type_hints(fn)
     params = list(inspect.signature(fn).parameters.values())[1:]
@@ -341,7 +365,7 @@ def make_tool(fn: Callable[..., Any], kind: ToolKind = "generic", terminal: bool
             required.append(p.name)
     parameters = {"type": "object", "properties": properties, "required": required}
     spec = ToolSpec(name=name or fn.__name__, description=description, parameters=parameters, kind=kind, terminal=terminal)
-    return Tool(fn=fn, spec=spec, required=frozenset(required))
+    return Tool(fn=fn, spec=spec, required=frozenset(required), typed=typed)
 
 
 class ToolRegistry:
@@ -353,14 +377,14 @@ class ToolRegistry:
             self.add(t)
 
     @classmethod
-    def from_functions(cls, functions: Iterable[Callable[..., Any]]) -> ToolRegistry:
-        """Registry of the ``@tool``-marked functions, in the given order."""
+    def from_functions(cls, functions: Iterable[Callable[..., Any]], typed: bool = True) -> ToolRegistry:
+        """Registry of the ``@tool``-marked functions, in the given order (``typed``: see :class:`Tool`)."""
         built = []
         for fn in functions:
             meta = getattr(fn, "__muarl_tool__", None)
             if meta is None:
                 raise TypeError(f"{fn.__name__} is not marked with @tool")
-            built.append(make_tool(fn, **meta))
+            built.append(make_tool(fn, **meta, typed=typed))
         return cls(built)
 
     @classmethod
@@ -420,7 +444,7 @@ class Domain:
     user_tools: ToolRegistry = field(default_factory=ToolRegistry)
     description: str = ""
     greeting: str | None = None  # if set, the agent opens with it (τ-bench: "Hi! How can I help you today?")
-    _gold_hashes: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
     def new_state(self) -> State:
@@ -462,8 +486,9 @@ class Domain:
         return outputs
 
     def gold_hash(self, task: Task) -> str:
-        """Hash of the state reached by replaying the task's gold actions on a fresh state (cached)."""
-        key = (task.split, task.id)
+        """Hash of the state reached by replaying the task's gold actions on a fresh state (cached by the actions,
+        which are all it depends on: a task read from a results file may share its id with a different one)."""
+        key = canonical_json([[a.name, a.kwargs] for a in task.actions])
         h = self._gold_hashes.get(key)
         if h is None:
             state = self.new_state()

@@ -9,13 +9,20 @@ Files understood (:func:`read_trajectories` tells them apart by their shape):
 * muarl episodes, JSON lines: one :class:`muarl.types.Episode` per line (as the runner writes them);
 * τ-bench results: a JSON list of ``{task_id, trial, reward, traj}``, ``task_id`` being the task's index in
   its split (``split`` says which, default test);
-* τ²-bench results: a JSON object with ``simulations: [{task_id, trial, messages, reward_info}]``;
+* τ²-bench results: a JSON object with ``simulations: [{task_id, trial, termination_reason, messages,
+  reward_info}]`` and, usually, the ``tasks`` they ran. Messages are in τ²'s own form (a tool call is
+  ``{id, name, arguments: {...}, requestor}``; a tool message names the call it answers in ``id``). The
+  trajectories are scored against the task definitions the file embeds, as τ² scored them, unless the
+  domain's own (shipped) definitions are asked for; a termination τ² does not score (its step limit, an
+  error) gives 0, as in τ²;
 * one conversation: a JSON object ``{task_id, messages}``, or a bare list of OpenAI-format messages together
   with ``task_id``.
 
 Which calls ran: in an episode, those the loop executed (not the ones it skipped); elsewhere, those that got
 a tool message back (τ-bench runs only the first call of a turn and answers only it). A terminal tool ends
-the replay, as it ended the episode.
+the replay, as it ended the episode: τ-bench scores at ``transfer_to_human_agents``, so neither a later call
+nor later text counts. τ² tasks are the exception: τ²'s transfer tool ends nothing (its user simulator ends the
+conversation), so their replay runs and scores the whole record.
 """
 
 from __future__ import annotations
@@ -29,10 +36,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from muarl.domains.base import Domain
+from muarl.domains.tau.loader import tau2_task
 from muarl.errors import InputError
 from muarl.evals.tau2_criteria import JudgeConfig, evaluate_tau2
 from muarl.reward import RewardFn, outcome_reward
-from muarl.types import Episode, Message, RewardInfo
+from muarl.types import Episode, Message, RewardInfo, Task
 
 
 class ReplayInputError(InputError):
@@ -47,6 +55,7 @@ class Trajectory:
     recorded_reward: float | None = None
     executed: set[str] | None = None  # ids of the calls that ran; None: those answered by a tool message
     termination: str | None = None
+    task: Task | None = None  # the definition it was scored against, when the file carries it; None: the domain's
 
 
 @dataclass
@@ -125,6 +134,51 @@ def _record(raw: Any, where: str, messages_key: str, reward: Any) -> dict[str, A
     return {"task_id": task_id, "trial": trial, "recorded_reward": reward, "messages": _messages(raw[messages_key], where, messages_key)}
 
 
+def _tau2_to_openai(raw: Any) -> Any:
+    """A message as τ² writes it, in the shape :func:`_messages` reads: τ²'s flat tool calls with object arguments
+    are read as they are, but its tool message names the call it answers in ``id``, not ``tool_call_id``."""
+    if isinstance(raw, dict) and raw.get("role") == "tool" and "tool_call_id" not in raw:
+        return {**raw, "tool_call_id": raw.get("id")}
+    return raw
+
+
+# τ²'s terminations that it scores, as the muarl endings :func:`evaluate_tau2` scores; any other (its step
+# limit, an error) is kept as it is and scores 0 there, as in τ²
+_TAU2_ENDINGS = {"user_stop": "user_stop", "agent_stop": "terminal_tool"}
+
+
+def _embedded_tasks(data: dict[str, Any], path: str | Path, domain: Domain) -> dict[str, Task]:
+    """The task definitions a τ² results file carries, by id."""
+    raw = data.get("tasks") or []
+    if not isinstance(raw, list):
+        raise ReplayInputError(f"{path}: 'tasks' must be a list of τ² tasks, got {type(raw).__name__}")
+    tasks = {}
+    for i, t in enumerate(raw):
+        try:
+            tasks[str(t["id"])] = tau2_task(domain.name, "results", t)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ReplayInputError(f"{path}: task {i} is not a τ² task ({_reason(exc)})") from None
+    return tasks
+
+
+def _from_tau2_results(data: dict[str, Any], path: str | Path, domain: Domain, embedded_tasks: bool) -> list[Trajectory]:
+    if not isinstance(data["simulations"], list):
+        raise ReplayInputError(f"{path}: 'simulations' must be a list, got {type(data['simulations']).__name__}")
+    tasks = _embedded_tasks(data, path, domain) if embedded_tasks else {}
+    trajectories = []
+    for i, s in enumerate(data["simulations"]):
+        info = s.get("reward_info") if isinstance(s, dict) else None
+        if info is not None and not isinstance(info, dict):
+            raise ReplayInputError(f"{path}: simulation {i}: reward_info must be an object, got {type(info).__name__}")
+        if isinstance(s, dict) and isinstance(s.get("messages"), list):
+            s = {**s, "messages": [_tau2_to_openai(m) for m in s["messages"]]}
+        r = _record(s, f"{path}: simulation {i}", "messages", (info or {}).get("reward"))
+        ending = s.get("termination_reason")
+        trajectories.append(Trajectory(**{**r, "task_id": str(r["task_id"])}, task=tasks.get(str(r["task_id"])),
+                                       termination=_TAU2_ENDINGS.get(ending, ending) if isinstance(ending, str) else None))
+    return trajectories
+
+
 def _task_id(raw_id: Any, domain: Domain, split: str) -> str:
     """τ-bench numbers tasks per split; muarl's τ-bench ids are ``<split>-<index>``."""
     if isinstance(raw_id, int) and domain.name.startswith("tau-"):
@@ -132,8 +186,10 @@ def _task_id(raw_id: Any, domain: Domain, split: str) -> str:
     return str(raw_id)
 
 
-def read_trajectories(path: str | Path, domain: Domain, split: str = "test", task_id: str | None = None) -> list[Trajectory]:
-    """Every trajectory of a file (see the module docstring for the formats)."""
+def read_trajectories(path: str | Path, domain: Domain, split: str = "test", task_id: str | None = None,
+                      embedded_tasks: bool = True) -> list[Trajectory]:
+    """Every trajectory of a file (see the module docstring for the formats). ``embedded_tasks=False`` scores τ²
+    results against the domain's task definitions instead of those the file carries."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -150,16 +206,7 @@ def read_trajectories(path: str | Path, domain: Domain, split: str = "test", tas
     if data is None or (isinstance(data, dict) and "termination" in data and "task_id" in data):
         return [_from_episode(line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if isinstance(data, dict) and "simulations" in data:
-        if not isinstance(data["simulations"], list):
-            raise ReplayInputError(f"{path}: 'simulations' must be a list, got {type(data['simulations']).__name__}")
-        trajectories = []
-        for i, s in enumerate(data["simulations"]):
-            info = s.get("reward_info") if isinstance(s, dict) else None
-            if info is not None and not isinstance(info, dict):
-                raise ReplayInputError(f"{path}: simulation {i}: reward_info must be an object, got {type(info).__name__}")
-            r = _record(s, f"{path}: simulation {i}", "messages", (info or {}).get("reward"))
-            trajectories.append(Trajectory(**{**r, "task_id": str(r["task_id"])}))
-        return trajectories
+        return _from_tau2_results(data, path, domain, embedded_tasks)
     if isinstance(data, dict) and "messages" in data:
         if data.get("task_id", task_id) is None:
             raise ReplayInputError(f"{path}: the conversation names no task_id; pass one (--task)")
@@ -197,19 +244,23 @@ def replay_trajectory(domain: Domain, trajectory: Trajectory, reward_fn: RewardF
     """Run the trajectory's executed tool calls on a fresh state of its task, then score it: with ``reward_fn`` if
     given, else with τ²'s criteria for τ² tasks (``judge`` grades their NL assertions) and the outcome reward
     otherwise."""
-    try:
-        task = domain.task(trajectory.task_id)
-    except KeyError:
-        raise ReplayInputError(f"domain {domain.name!r} has no task {trajectory.task_id!r}") from None
+    task = trajectory.task
+    if task is None:
+        try:
+            task = domain.task(trajectory.task_id)
+        except KeyError:
+            raise ReplayInputError(f"domain {domain.name!r} has no task {trajectory.task_id!r}") from None
     answered = {m.tool_call_id for m in trajectory.messages if m.role == "tool"}
     ran = trajectory.executed if trajectory.executed is not None else answered
+    stops = "tau2" not in task.metadata  # a terminal tool ends a τ-bench or muarl episode, not a τ² one
     state = domain.new_state()
     calls = refused = 0
     outputs: list[str] = []
-    ended = False
-    for message in trajectory.messages:
-        if ended or message.role != "assistant":
+    scored = list(trajectory.messages)  # what the reward reads: the record up to where the episode ended
+    for index, message in enumerate(trajectory.messages):
+        if message.role != "assistant":
             continue
+        ended = False
         for call in message.tool_calls or []:
             if call.id not in ran:
                 continue
@@ -221,14 +272,16 @@ def replay_trajectory(domain: Domain, trajectory: Trajectory, reward_fn: RewardF
                 outputs.append(f"Error: {exc}")
                 continue
             tool = domain.tools.get(call.name)
-            if tool is not None and tool.terminal:
-                ended = True
+            ended = ended or (stops and tool is not None and tool.terminal)
+        if ended:
+            scored = trajectory.messages[: index + 1]
+            break
     if reward_fn is not None:
-        reward = reward_fn(domain, task, state.hash(), trajectory.messages, 0)
+        reward = reward_fn(domain, task, state.hash(), scored, 0)
     elif "tau2" in task.metadata:
-        reward = evaluate_tau2(domain, task, state.hash(), trajectory.messages, judge=judge, termination=trajectory.termination)
+        reward = evaluate_tau2(domain, task, state.hash(), scored, judge=judge, termination=trajectory.termination)
     else:
-        reward = outcome_reward(domain, task, state.hash(), trajectory.messages, 0)
+        reward = outcome_reward(domain, task, state.hash(), scored, 0)
     return ReplayResult(task_id=task.id, trial=trajectory.trial, recorded_reward=trajectory.recorded_reward,
                         reward=reward, calls=calls, refused=refused, outputs=outputs)
 

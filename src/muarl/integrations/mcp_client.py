@@ -9,8 +9,8 @@ one fresh state per episode (for stdio, one subprocess per episode: about a seco
 Error results are turned back into the exceptions the episode loop expects: ``ArgumentError`` when the
 server marks the error ``bad_arguments`` (muarl servers do), ``ToolError`` otherwise, with a leading
 ``"Error: "`` removed so the agent sees the same observation as in process. A server that cannot be
-reached or breaks the protocol raises :class:`~muarl.rollout.backends.BackendError`: the episode errors
-rather than the agent being blamed.
+reached, breaks the protocol, does not answer within the timeout, dies or forgets the session mid-episode
+raises :class:`~muarl.rollout.backends.BackendError`: the episode errors rather than the agent being blamed.
 
 The final state hash is read from the ``muarl://state/hash`` resource; a server that does not offer it
 (any non-muarl server) yields ``""``, which never equals a gold hash, so only muarl servers can be scored.
@@ -18,15 +18,17 @@ The final state hash is read from the ``muarl://state/hash`` resource; a server 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shlex
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from muarl.domains.base import ArgumentError, BaseData, Domain, Tool, ToolError, ToolRegistry
 from muarl.integrations.mcp_server import META_ERROR_KIND, META_KIND, META_TERMINAL, STATE_HASH_URI
+from muarl.retries import back_off
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.types import Task, ToolKind, ToolSpec
 
@@ -34,6 +36,12 @@ from mcp import ClientSession, McpError, StdioServerParameters
 from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+T = TypeVar("T")
+
+# the SDK's error codes for a connection that closed, and for a session an HTTP server no longer knows (404,
+# e.g. expired while idle): the episode's state is gone, which is the server's failure, not a tool refusal
+SESSION_GONE = frozenset({mcp_types.CONNECTION_CLOSED, 32600})
 
 
 @dataclass(frozen=True)
@@ -102,45 +110,104 @@ def result_text(result: mcp_types.CallToolResult) -> str:
 
 
 class MCPToolBackend(ToolBackend):
-    """One episode's tools on an MCP server, over one MCP session opened at the first use."""
+    """One episode's tools on an MCP server, over one MCP session opened at the first use.
 
-    def __init__(self, target: MCPTarget, *, expected_tools: Iterable[str] = ()):
+    Every request waits at most ``timeout`` seconds, and a session whose connection ends (the server died)
+    fails its pending and later requests at once, both as :class:`BackendError`. Opening the session (connect,
+    initialise, list the tools) is tried ``max_retries`` more times with backoff, since it changes nothing on
+    the server. A tool call that times out or loses its connection is not repeated: the server may have run
+    it, and a new session would start from a fresh state, so the episode errors instead.
+
+    The SDK's transports run task groups that must be entered and left by one task, so the session lives in
+    a task of its own (``_hold``); requests are awaited next to that task, so a transport that crashes ends
+    them instead of hanging them or cancelling the episode.
+    """
+
+    def __init__(self, target: MCPTarget, *, expected_tools: Iterable[str] = (), timeout: float = 60.0,
+                 max_retries: int = 3, backoff: float = 0.5):
         self.target = target
         self.expected_tools = list(expected_tools)
-        self._stack: contextlib.AsyncExitStack | None = None
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.tools: list[mcp_types.Tool] = []  # as the server listed them, once open
+        self.instructions = ""
+        self._holder: asyncio.Task[None] | None = None
+        self._release: asyncio.Event | None = None
         self._session: ClientSession | None = None
         self._has_state_hash = False
 
-    async def _open(self) -> ClientSession:
+    async def open(self) -> ClientSession:
+        """The open session, opening it (with retries) on the first use."""
         if self._session is not None:
             return self._session
-        self._stack = contextlib.AsyncExitStack()
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            await back_off(attempt, self.backoff)
+            try:
+                self._session = await self._open_once()
+                return self._session
+            except BackendError:  # the server answered but does not serve the domain: asking again cannot help
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to connect is the server's, not the agent's
+                problem = describe(exc)
+        raise BackendError(f"cannot open an MCP session with {self.target} after {attempt + 1} attempt(s): {problem}")
+
+    async def _open_once(self) -> ClientSession:
+        opened: asyncio.Future[tuple[ClientSession, mcp_types.InitializeResult]] = asyncio.get_running_loop().create_future()
+        self._release = asyncio.Event()
+        self._holder = asyncio.create_task(self._hold(opened, self._release))
         try:
-            session, init = await self._stack.enter_async_context(connect(self.target))
-            listed = {t.name for t in (await session.list_tools()).tools}
+            session, init = await self._answer(opened, "initialize")
+            self.tools = (await self._answer(session.list_tools(), "tools/list")).tools
+            listed = {t.name for t in self.tools}
             missing = [n for n in self.expected_tools if n not in listed]
             if missing:
                 raise BackendError(f"MCP server {self.target} lacks the domain's tools {missing}; it serves {sorted(listed)}")
             if init.capabilities.resources is not None:
-                resources = (await session.list_resources()).resources
+                resources = (await self._answer(session.list_resources(), "resources/list")).resources
                 self._has_state_hash = any(str(r.uri) == STATE_HASH_URI for r in resources)
-        except BackendError:
-            await self.aclose()
+        except BaseException:
+            await self._end(polite=opened.done() and not opened.cancelled())
             raise
-        except Exception as exc:  # noqa: BLE001 - any failure to connect is the server's, not the agent's
-            await self.aclose()
-            raise BackendError(f"cannot open an MCP session with {self.target}: {type(exc).__name__}: {exc}") from exc
-        self._session = session
+        self.instructions = init.instructions or ""
         return session
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> str:
-        session = await self._open()
+    async def _hold(self, opened: asyncio.Future[Any], release: asyncio.Event) -> None:
+        """Keep the session's transport open until ``release`` is set (runs as its own task, see the class)."""
+        async with connect(self.target) as session_and_init:
+            if not opened.done():
+                opened.set_result(session_and_init)
+            await release.wait()
+
+    async def _answer(self, request: Awaitable[T], what: str) -> T:
+        """``request``'s result, unless the session's connection ends first or ``timeout`` passes."""
+        holder = self._holder
+        if holder is None:
+            raise ConnectionError("the session is closed")
+        pending = asyncio.ensure_future(request)
         try:
-            result = await session.call_tool(name, arguments)
-        except McpError as exc:  # a JSON-RPC error answer: the server refused this call
-            raise ToolError(str(exc.error.message)) from None
-        except Exception as exc:  # noqa: BLE001 - transport failure
-            raise BackendError(f"MCP call {name} to {self.target} failed: {type(exc).__name__}: {exc}") from exc
+            done, _ = await asyncio.wait({pending, holder}, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not pending.done():
+                pending.cancel()
+        if pending in done:
+            return pending.result()
+        if holder in done:
+            reason = "it was closed" if holder.cancelled() or holder.exception() is None else describe(holder.exception())
+            raise ConnectionError(f"the connection ended during {what}: {reason}")
+        raise TimeoutError(f"no answer to {what} within {self.timeout:g} s")
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        session = await self.open()
+        try:
+            result = await self._answer(session.call_tool(name, arguments), f"tools/call {name}")
+        except McpError as exc:
+            if exc.error.code in SESSION_GONE:
+                raise BackendError(f"MCP call {name} to {self.target} failed: {exc.error.message}") from None
+            raise ToolError(str(exc.error.message)) from None  # a JSON-RPC error answer: the server refused this call
+        except Exception as exc:  # noqa: BLE001 - transport failure or no answer in time
+            raise BackendError(f"MCP call {name} to {self.target} failed: {describe(exc)}") from exc
         text = result_text(result)
         if not result.isError:
             return text
@@ -150,41 +217,67 @@ class MCPToolBackend(ToolBackend):
         raise ToolError(message)
 
     async def state_hash(self) -> str:
-        session = await self._open()
+        session = await self.open()
         if not self._has_state_hash:
             return ""
         try:
-            contents = (await session.read_resource(STATE_HASH_URI)).contents  # type: ignore[arg-type]
+            contents = (await self._answer(session.read_resource(STATE_HASH_URI), "resources/read")).contents  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001
-            raise BackendError(f"cannot read {STATE_HASH_URI} from {self.target}: {exc}") from exc
+            raise BackendError(f"cannot read {STATE_HASH_URI} from {self.target}: {describe(exc)}") from exc
         return "".join(getattr(c, "text", "") for c in contents)
 
     async def aclose(self) -> None:
-        stack, self._stack, self._session = self._stack, None, None
-        if stack is not None:
-            await stack.aclose()
+        """End the session. Never raises: a server that died or hangs has nothing left to release, and the
+        request that met the failure has reported it."""
+        await self._end(polite=True)
+
+    async def _end(self, polite: bool) -> None:
+        """Stop the session's task: politely (the transport closes the session; at most ``timeout`` seconds)
+        or at once by cancelling it (for a session that never opened)."""
+        holder, release = self._holder, self._release
+        self._holder = self._release = self._session = None
+        if holder is None or release is None:
+            return
+        release.set()
+        try:
+            if polite:
+                await asyncio.wait({holder}, timeout=self.timeout)
+        finally:
+            if not holder.done():
+                holder.cancel()
+                await asyncio.wait({holder}, timeout=self.timeout)
+        if holder.done() and not holder.cancelled():
+            holder.exception()  # retrieved, so asyncio does not report it again
 
 
-def backend_factory_from_spec(spec: str) -> BackendFactory:
-    """``local`` (in-process tools) or ``mcp:CMD`` / ``mcp:URL``; the server must serve the domain's tools."""
+def describe(exc: BaseException) -> str:
+    """One line for a failure, looking inside the exception groups the SDK's task groups raise."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def backend_factory_from_spec(spec: str, *, timeout: float = 60.0, max_retries: int = 3) -> BackendFactory:
+    """``local`` (in-process tools) or ``mcp:CMD`` / ``mcp:URL``; the server must serve the domain's tools.
+    ``timeout`` bounds each MCP request (seconds); ``max_retries`` is how often opening a session is retried."""
     if spec == "local":
         return LocalToolBackend
     target = MCPTarget.parse(spec)
 
     def factory(domain: Domain, task: Task) -> ToolBackend:
-        return MCPToolBackend(target, expected_tools=domain.tools.names())
+        return MCPToolBackend(target, expected_tools=domain.tools.names(), timeout=timeout, max_retries=max_retries)
 
     return factory
 
 
-async def list_tool_specs(target: MCPTarget) -> tuple[list[ToolSpec], str]:
+async def list_tool_specs(target: MCPTarget, *, timeout: float = 60.0, max_retries: int = 3) -> tuple[list[ToolSpec], str]:
     """The server's tools as ToolSpecs, and its instructions (empty when it gives none)."""
+    backend = MCPToolBackend(target, timeout=timeout, max_retries=max_retries)
     try:
-        async with connect(target) as (session, init):
-            tools = (await session.list_tools()).tools
-    except Exception as exc:  # noqa: BLE001
-        raise BackendError(f"cannot list the tools of {target}: {type(exc).__name__}: {exc}") from exc
-    return [tool_spec(t) for t in tools], init.instructions or ""
+        await backend.open()
+    finally:
+        await backend.aclose()
+    return [tool_spec(t) for t in backend.tools], backend.instructions
 
 
 def _runs_remotely(name: str) -> Any:

@@ -16,6 +16,11 @@ has. So a chat format is asked for pieces, not for a whole conversation:
   valid JSON still becomes a :class:`~muarl.types.ToolCall` whose ``arguments`` is the raw text, so that the
   episode loop shows "could not parse arguments" to the policy instead of silently dropping the call.
 
+Every format also writes itself as a Jinja chat template (``jinja_template``), generated from the same
+fields, so a saved model's tokenizer renders with ``apply_chat_template`` (and hence vLLM or any other
+server) exactly the text this class renders: the format stays the single source of truth, and the
+template is what checkpoints carry so that anyone can load them.
+
 Formats are registered by name in :data:`CHAT_FORMATS`; add one by subclassing :class:`ChatFormat` and
 registering it with :func:`register_chat_format`.
 """
@@ -53,6 +58,41 @@ def _parse_call_body(body: str, call_id: str) -> ToolCall:
     name = _NAME_IN_BROKEN_JSON.search(raw)
     args = _ARGUMENTS_IN_BROKEN_JSON.search(raw)
     return ToolCall(id=call_id, name=name.group(1) if name else "", arguments=args.group(1).strip() if args and name else raw)
+
+
+# The conversation-walking part of every format's Jinja template; ChatFormat.jinja_template prepends the
+# format's constants. Kept beside ChatFormat's rendering methods, which it mirrors line by line.
+_TEMPLATE_BODY = r"""{%- if messages and messages[0].role == "system" -%}
+{%- set system = messages[0].content or "" -%}{%- set rest = messages[1:] -%}
+{%- else -%}{%- set system = "" -%}{%- set rest = messages -%}{%- endif -%}
+{{- turn_start ~ "system\n" ~ system -}}
+{%- if tools -%}
+{{- tools_header -}}{%- for tool in tools -%}{{- "\n" ~ (tool | tojson) -}}{%- endfor -%}{{- tools_footer -}}
+{%- endif -%}
+{{- end_of_turn ~ after_end -}}
+{%- for message in rest -%}
+{%- if message.role == "assistant" -%}
+{{- generation_prompt -}}{%- set ns = namespace(sep="") -%}
+{%- if message.content -%}{{- message.content -}}{%- set ns.sep = "\n" -%}{%- endif -%}
+{%- for call in message.tool_calls or [] -%}
+{%- set fn = call.function if call.function is defined else call -%}
+{{- ns.sep ~ "<tool_call>\n{\"name\": " ~ (fn.name | tojson(ensure_ascii=true)) ~ ", \"arguments\": " -}}
+{%- if fn.arguments is string -%}{{- fn.arguments -}}{%- else -%}{{- fn.arguments | tojson -}}{%- endif -%}
+{{- "}\n</tool_call>" -}}{%- set ns.sep = "\n" -%}
+{%- endfor -%}
+{{- end_of_turn ~ after_end -}}
+{%- elif message.role == "tool" -%}
+{%- if not group_tool_results or loop.first or loop.previtem.role != "tool" -%}
+{{- turn_start ~ tool_role ~ "\n" -}}
+{%- else -%}{{- "\n" -}}{%- endif -%}
+{{- "<tool_response>\n" ~ (message.content or "") ~ "\n</tool_response>" -}}
+{%- if not group_tool_results or loop.last or loop.nextitem.role != "tool" -%}{{- end_of_turn ~ after_end -}}{%- endif -%}
+{%- elif message.role in ["user", "system"] -%}
+{{- turn_start ~ message.role ~ "\n" ~ (message.content or "") ~ end_of_turn ~ after_end -}}
+{%- else -%}{{- raise_exception("format " ~ format_name ~ " cannot render role " ~ message.role) -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- generation_prompt -}}{%- endif -%}"""
 
 
 @dataclass(frozen=True)
@@ -128,6 +168,22 @@ class ChatFormat:
                 i += 1
         return "".join(out)
 
+    # ---------------------------------------------------------------- as a Jinja chat template
+    @property
+    def jinja_template(self) -> str:
+        """This format as a Hugging Face chat template: ``apply_chat_template(messages, tools=...,
+        add_generation_prompt=True)`` renders what :meth:`system_text`, :meth:`render_delta` and
+        :attr:`generation_prompt` render (OpenAI-format messages and tool schemas). As here, a conversation
+        without a system message still opens with an (empty) system turn. Tool-call arguments given as a
+        dict are written as JSON; given as a string (the OpenAI wire form) they are written verbatim, which matches
+        our rendering (it re-serialises them) when the string is ``json.dumps`` output, as our parser returns."""
+        constants = {"turn_start": self.turn_start, "end_of_turn": self.end_of_turn, "after_end": self.after_end,
+                     "tools_header": self.tools_header, "tools_footer": self.tools_footer,
+                     "generation_prompt": self.generation_prompt, "tool_role": self.tool_role,
+                     "group_tool_results": self.group_tool_results, "format_name": self.name}
+        # JSON literals are Jinja literals too (strings with backslash escapes, true/false)
+        return "".join(f"{{%- set {k} = {json.dumps(v)} -%}}\n" for k, v in constants.items()) + _TEMPLATE_BODY
+
     # ---------------------------------------------------------------- parsing
     def parse(self, text: str, call_id_prefix: str = "call") -> Message:
         """Generated text (without the end-of-turn token) as an assistant message with parsed tool calls."""
@@ -168,6 +224,11 @@ def get_chat_format(name: str) -> ChatFormat:
         return CHAT_FORMATS[name]
     except KeyError:
         raise ValueError(f"unknown chat format {name!r}; known formats: {sorted(CHAT_FORMATS)}") from None
+
+
+def format_of_template(template: str | None) -> ChatFormat | None:
+    """The registered format whose Jinja template is exactly ``template`` (a saved tokenizer's), if any."""
+    return next((fmt for fmt in CHAT_FORMATS.values() if template and fmt.jinja_template == template), None)
 
 
 register_chat_format(ChatFormat())

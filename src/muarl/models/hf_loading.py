@@ -16,6 +16,7 @@ it knows nothing, but it runs the whole training stack in seconds, which is what
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,22 +121,48 @@ def resolve_model(name_or_path: str) -> str:
     return name_or_path
 
 
+def load_tokenizer(source: str | Path) -> Any:
+    """The tokenizer saved at ``source``, with padding set to the eos token where it has no pad token."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_causal_lm(name_or_path: str, seed: int = 0) -> tuple[Any, Any]:
-    """(model in float32, tokenizer) for a model name, HF id or directory. Padding is set to the eos token."""
+    """(model in float32, tokenizer) for a model name, HF id or directory. Padding is set to the eos token.
+
+    The model's ``name_or_path`` is what PEFT writes into a LoRA adapter as ``base_model_name_or_path``, so it
+    is made loadable from anywhere: an absolute directory, or ``tiny-random`` (which this function loads)."""
     if name_or_path == TINY_MODEL:
         from muarl.models.tiny import tiny_random_lm
 
-        return tiny_random_lm(seed=seed)
+        model, tokenizer = tiny_random_lm(seed=seed)
+        model.name_or_path = model.config.name_or_path = TINY_MODEL
+        return model, tokenizer
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     source = resolve_model(name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = load_tokenizer(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     except OSError as exc:
         raise ModelLoadError(f"could not load model {name_or_path!r}: {exc}") from None
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    if Path(source).is_dir():
+        model.name_or_path = model.config.name_or_path = str(Path(source).resolve())
     return model, tokenizer
 
+
+def save_model_dir(model: Any, tokenizer: Any, target: Path) -> Path:
+    """``save_pretrained`` of model and tokenizer into ``target``, written under a temporary name and renamed,
+    so a reader never finds half a model (a PEFT model saves its adapter only)."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target

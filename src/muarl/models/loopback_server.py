@@ -3,12 +3,15 @@
 For testing and benchmarking the harness without a model: the client, the retries and the episode loop
 all run over real HTTP, and the server's answers are whatever ``policy(request_json)`` returns (an
 assistant message dict in OpenAI format). A policy that raises :class:`HTTPFailure` makes the server answer
-with that status, to exercise retries. Runs in a background thread (stdlib only); use as a context manager.
+with that status, to exercise retries; one that raises :class:`RawReply` makes it send those bytes as the body
+(a truncated or otherwise broken reply, as a failing server might send). Runs in a background thread
+(stdlib only); use as a context manager.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +25,24 @@ class HTTPFailure(Exception):
     def __init__(self, status: int, message: str = "injected failure"):
         super().__init__(message)
         self.status = status
+
+
+class RawReply(Exception):
+    """Answer with exactly ``body`` (status ``status``) instead of a chat completion."""
+
+    def __init__(self, body: bytes, status: int = 200):
+        super().__init__(f"raw reply of {len(body)} bytes")
+        self.body = body
+        self.status = status
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (e.g. after its timeout) is the client's business, not a server error to print."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _approx_tokens(value: Any) -> int:
@@ -43,8 +64,8 @@ class LoopbackServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                body = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes) -> None:
+                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -73,6 +94,9 @@ class LoopbackServer:
                 except HTTPFailure as exc:
                     self._send(exc.status, {"error": {"message": str(exc)}})
                     return
+                except RawReply as exc:
+                    self._send(exc.status, exc.body)
+                    return
                 except Exception as exc:  # noqa: BLE001 - a broken policy is a server error, as a real server's would be
                     self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
                     return
@@ -85,8 +109,7 @@ class LoopbackServer:
                     "usage": usage,
                 })
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property

@@ -2,24 +2,31 @@
 
 :class:`ChatClient` owns one pooled HTTP connection, a concurrency bound, per-request timeouts and retries
 with exponential backoff for what is worth retrying (connection failures, timeouts, 408, 429, 5xx); other
-4xx answers fail at once with the server's message, since repeating a bad request cannot help. After the
-last retry it raises :class:`ModelError`, which the episode loop records as an errored episode. A 400 that
-says the prompt outgrew the model's context raises :class:`ContextFull` instead: for a policy that is its
-own failure (the episode ends ``context_full`` and is scored), not the server's.
+4xx answers fail at once with the server's message, since repeating a bad request cannot help. A 200 whose
+body is not a chat completion (not JSON, no choices, ``tool_calls`` that are strings rather than call
+objects) is the server failing to give one, so it is retried too; it is not shown to the agent as a
+malformed call, which is kept for calls the model wrote badly (unparsable arguments, unknown tools). After
+the last retry it raises :class:`ModelError`, which the episode loop records as an errored episode. A 400
+that says the prompt outgrew the model's context raises :class:`ContextFull` instead: for a policy that is
+its own failure (the episode ends ``context_full`` and is scored), not the server's.
+
+A reply is made writable where it enters: lone UTF-16 surrogates (which a server's JSON can carry as
+``\\ud800`` escapes) are replaced in every string of the decoded body, ids, names, arguments and content alike,
+so that no model output can make its episode impossible to write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
 import re
 from typing import Any
 
 import httpx
 
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
-from muarl.types import Message, Task, ToolSpec, Usage
+from muarl.retries import back_off
+from muarl.types import Message, Task, ToolSpec, Usage, valid_unicode
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # How vLLM, SGLang, llama.cpp's server and OpenAI say a request's prompt outgrew the model's context (HTTP 400).
@@ -57,23 +64,19 @@ class ChatClient:
         body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages], **sampling}
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
-        data = await self._post(body)
-        try:
-            choice = data["choices"][0]["message"]
-            message = Message.from_openai({**choice, "role": "assistant"})
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ModelError(f"{self.base_url}: response is not a chat completion ({exc!r}): {str(data)[:300]}") from None
+        data, message = await self._post(body)
         raw_usage = data.get("usage") or {}
         usage = Usage(prompt_tokens=raw_usage.get("prompt_tokens", 0) or 0, completion_tokens=raw_usage.get("completion_tokens", 0) or 0, requests=1)
         self.usage.add(usage)
         return AgentTurn(message=message, usage=usage)
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], Message]:
+        """The response body and its assistant message, retrying failures, including a 200 whose body is not
+        a chat completion (a server that breaks the format this once may not the next time)."""
         url = f"{self.base_url}/chat/completions"
         problem = ""
         for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + random.random()))
+            await back_off(attempt, self.backoff)
             try:
                 async with self._semaphore:
                     response = await self._http.post(url, json=body)
@@ -82,9 +85,14 @@ class ChatClient:
                 continue
             if response.status_code == 200:
                 try:
-                    return response.json()
+                    data = valid_unicode(response.json())
                 except ValueError:
                     problem = f"invalid JSON body: {response.text[:200]!r}"
+                    continue
+                try:
+                    return data, assistant_message(data)
+                except ValueError as exc:
+                    problem = str(exc)
                     continue
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
             if response.status_code == 400 and _CONTEXT_FULL.search(response.text):
@@ -95,6 +103,15 @@ class ChatClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def assistant_message(data: Any) -> Message:
+    """The assistant message of a chat-completion body; ValueError when the body is not one."""
+    try:
+        choice = data["choices"][0]["message"]
+        return Message.from_openai({**choice, "role": "assistant"})
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"response is not a chat completion ({exc}): {str(data)[:300]}") from None
 
 
 def client_for(spec: str, base_url: str | None, flag: str, api_key_env: str = "OPENAI_API_KEY", **options: Any) -> ChatClient:

@@ -7,8 +7,8 @@ stays valid OpenAI format). It ends on a user stop token, a terminal tool, ``max
 the token budget, or when the conversation outgrows the policy model's context (``context_full``: the
 policy's failure, scored like any cut episode). Bad model output never ends it: unparsable arguments,
 unknown tools and arguments that do not fit the schema become error observations, counted in
-``malformed_calls``. A model or user server that fails after its retries ends it as ``error`` with no
-reward, so it is never silently scored 0.
+``malformed_calls``. A model, user or tool server that fails after its retries (or a part that fails to
+close) ends it as ``error`` with no reward, so it is never silently scored 0 and the run goes on.
 """
 
 from __future__ import annotations
@@ -72,6 +72,21 @@ async def _act_within_context(session: AgentSession, messages: list[Message]) ->
         return await session.act(list(messages))
     except ContextFull:
         return None
+
+
+async def _close(*parts: AgentSession | ToolBackend | None) -> str | None:
+    """Close the agent's session and the tool backend. A failure is returned, not raised, so that it cannot
+    escape the episode (a tool server that died mid-run must give an errored episode, not stop the run) and
+    every part is still closed."""
+    problem = None
+    for part in parts:
+        if part is None:
+            continue
+        try:
+            await part.aclose()
+        except Exception as exc:  # noqa: BLE001
+            problem = problem or f"closing {type(part).__name__} failed: {type(exc).__name__}: {exc}"
+    return problem
 
 
 async def run_episode(
@@ -158,9 +173,9 @@ async def run_episode(
     except Exception as exc:  # noqa: BLE001 - recorded as an errored episode, never scored
         termination, error = "error", f"{type(exc).__name__}: {exc}"
     finally:
-        await session.aclose()
-        if backend is not None:
-            await backend.aclose()
+        closing_error = await _close(session, backend)
+    if closing_error and error is None:  # not silently dropped; errored episodes are run again by --resume
+        termination, error = "error", closing_error
 
     reward = None if termination == "error" else reward_fn(domain, task, final_hash, messages, turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments"))

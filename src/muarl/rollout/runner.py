@@ -2,6 +2,12 @@
 
 Every (task, trial) gets its own seed derived from the run seed, so a resumed or re-ordered run gives the
 same episodes as an uninterrupted one for deterministic policies and users.
+
+``concurrency`` workers pull (task, trial) jobs from one queue, and each writes its episode the moment it
+ends. No coroutine is created ahead of its job and a finished episode is dropped once written unless the
+caller keeps it (``keep_episodes``), so memory stays flat however long the run; and policies that never
+suspend (the in-process oracle) still have every finished episode on disk at once, since nothing waits for
+the other episodes before writing.
 """
 
 from __future__ import annotations
@@ -31,12 +37,11 @@ def episode_seed(run_seed: int, task_id: str, trial: int) -> int:
 
 @dataclass
 class RunResult:
-    episodes: list[Episode] = field(default_factory=list)  # the ones run now (not those kept from before)
+    episodes: list[Episode] = field(default_factory=list)  # the ones run now, if kept (not those kept from before)
     skipped: int = 0  # already finished in the file being resumed
-
-    @property
-    def errored(self) -> int:
-        return sum(ep.errored for ep in self.episodes)
+    ran: int = 0  # episodes run now
+    errored: int = 0  # of those, how many errored (no reward)
+    solved: int = 0  # of those, how many solved their task
 
 
 async def run_many(
@@ -55,32 +60,47 @@ async def run_many(
     backend_factory: BackendFactory = LocalToolBackend,
     progress: bool = True,
     desc: str | None = None,
+    keep_episodes: bool = True,
 ) -> RunResult:
-    """Run every (task, trial) not yet finished in ``out``; write each episode there as soon as it ends."""
+    """Run every (task, trial) not yet finished in ``out``; write each episode there as soon as it ends.
+
+    ``keep_episodes=False`` returns only the counts: the episodes are then on disk only (needs ``out``)."""
+    if out is None and not keep_episodes:
+        raise ValueError("run_many(keep_episodes=False) needs out=, or every episode would be lost")
     writer = EpisodeWriter(out, resume=resume) if out is not None else None
     done = writer.done if writer else set()
     todo = [(task, trial) for trial in range(trials) for task in tasks if (task.id, trial) not in done]
     result = RunResult(skipped=len(tasks) * trials - len(todo))
-    semaphore = asyncio.Semaphore(concurrency)
+    jobs = iter(todo)  # shared by the workers: each job is taken once
+    bar = tqdm(total=len(todo), desc=desc or f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
 
-    async def one(task: Task, trial: int) -> Episode:
-        async with semaphore:
-            return await run_episode(
+    def finished(episode: Episode) -> None:
+        if writer:
+            writer.write(episode)
+        if keep_episodes:
+            result.episodes.append(episode)
+        result.ran += 1
+        result.errored += episode.errored
+        result.solved += succeeded(episode)
+        bar.update(1)
+        bar.set_postfix(success=f"{result.solved / result.ran:.2f}", errored=result.errored, refresh=False)
+
+    async def worker() -> None:
+        for task, trial in jobs:
+            finished(await run_episode(
                 domain, task, agent, user, trial=trial, seed=episode_seed(seed, task.id, trial),
                 config=config, reward_fn=reward_fn, backend_factory=backend_factory,
-            )
+            ))
+            await asyncio.sleep(0)  # an episode that never suspended must not keep the loop from the others
 
-    bar = tqdm(total=len(todo), desc=desc or f"{domain.name} {agent.name}", unit="ep", disable=not progress, dynamic_ncols=True)
-    successes = 0
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
     try:
-        for next_done in asyncio.as_completed([one(t, k) for t, k in todo]):
-            episode = await next_done
-            if writer:
-                writer.write(episode)
-            result.episodes.append(episode)
-            successes += succeeded(episode)
-            bar.update(1)
-            bar.set_postfix(success=f"{successes / len(result.episodes):.2f}", errored=result.errored, refresh=False)
+        await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
     finally:
         bar.close()
         if writer:

@@ -49,8 +49,16 @@ def writable_dir(path: str | Path) -> Path:
     return path
 
 
-def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
-    """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash)."""
+# what metrics do not need: dropped per line by ``read_episodes(outcomes_only=True)``
+_TRANSCRIPT = {"messages": [], "tool_executions": [], "timings": [], "tokens": None}
+
+
+def read_episodes(path: str | Path, outcomes_only: bool = False) -> tuple[list[Episode], int]:
+    """Episodes of a JSONL file and the number of unreadable lines (a torn last line after a crash).
+
+    ``outcomes_only`` drops each episode's transcript (messages, tool executions, timings, token trace) as it
+    is read, keeping what metrics use, so that scoring a long run does not hold all its conversations in
+    memory."""
     episodes, bad = [], 0
     path = Path(path)
     if not path.exists():
@@ -60,9 +68,11 @@ def read_episodes(path: str | Path) -> tuple[list[Episode], int]:
             if not line.strip():
                 continue
             try:
-                episodes.append(Episode.model_validate_json(line))
+                episode = Episode.model_validate_json(line)
             except ValueError:
                 bad += 1
+                continue
+            episodes.append(episode.model_copy(update=_TRANSCRIPT) if outcomes_only else episode)
     return episodes, bad
 
 
@@ -115,3 +125,17 @@ class EpisodeWriter:
 
 def write_run_info(run_dir: str | Path, info: dict) -> None:
     atomic_write_text(writable_dir(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def read_run_info(run_dir: str | Path) -> dict | None:
+    """The run.json of a run directory, None if there is none; an InputError naming it if it cannot be read."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        return None
+    try:
+        info = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise InputError(f"{path} is not readable JSON ({exc})") from None
+    if not isinstance(info, dict):
+        raise InputError(f"{path} is not a JSON object")
+    return info

@@ -18,6 +18,8 @@ from pydantic import Field
 from muarl.config import ConfigError, YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
+from muarl.models.hf_loading import ModelLoadError
+from muarl.models.precision import Precision
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig
@@ -40,13 +42,14 @@ class WorldConfig(YamlConfig):
     user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")
     user_temperature: float | None = Field(None, ge=0, description="user model sampling temperature (server default if unset)")
     user_max_tokens: int | None = Field(None, ge=1, description="user model completion tokens per reply")
+    user_precision: Precision = Field("auto", description="local:PATH user: bf16 autocast or fp32 (auto: bf16 where the hardware has it)")
     tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
     reward: str = Field("outcome", description="reward function (outcome | turn_penalised | tau2)")
     max_turns: int = Field(30, ge=1, description="agent turns before an episode is cut")
     token_budget: int | None = Field(None, ge=1, description="cut an episode when a turn's prompt+completion tokens exceed it")
     parallel_tool_calls: bool = Field(False, description="run every tool call of a turn, not just the first")
-    timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers)")
-    max_retries: int = Field(3, ge=0, description="retries per model request before the episode is recorded as errored")
+    timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
+    max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
@@ -69,14 +72,15 @@ def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:
     return tasks[: cfg.limit] if cfg.limit else tasks
 
 
-def make_backend_factory(spec: str) -> BackendFactory:
-    """Where tool calls run: ``local`` (in process) or ``mcp:COMMAND`` / ``mcp:URL`` (an MCP server)."""
+def make_backend_factory(spec: str, timeout: float, max_retries: int) -> BackendFactory:
+    """Where tool calls run: ``local`` (in process) or ``mcp:COMMAND`` / ``mcp:URL`` (an MCP server, whose
+    requests get ``timeout`` seconds each and whose session opening is retried ``max_retries`` times)."""
     if spec == "local":
         return LocalToolBackend
     if spec.startswith("mcp:"):
         from muarl.integrations.mcp_client import backend_factory_from_spec
 
-        return backend_factory_from_spec(spec)
+        return backend_factory_from_spec(spec, timeout=timeout, max_retries=max_retries)
     raise ConfigError(f"unknown tools backend {spec!r}: use local, mcp:COMMAND or mcp:URL")
 
 
@@ -87,8 +91,8 @@ def make_world_user(cfg: WorldConfig, concurrency: int = 8) -> UserSimulator:
     try:
         return make_user(cfg.user, base_url=cfg.user_base_url, api_key_env=cfg.user_api_key_env, timeout=cfg.timeout,
                          max_retries=cfg.max_retries, concurrency=concurrency, strategy=cfg.user_strategy,
-                         temperature=cfg.user_temperature, max_tokens=cfg.user_max_tokens)
-    except ValueError as exc:
+                         precision=cfg.user_precision, temperature=cfg.user_temperature, max_tokens=cfg.user_max_tokens)
+    except (ValueError, ModelLoadError) as exc:  # ModelLoadError: a local:PATH that names no model
         raise ConfigError(str(exc)) from None
 
 
@@ -115,4 +119,4 @@ def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools), reward_fn, cfg.loop_config())
+    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries), reward_fn, cfg.loop_config())

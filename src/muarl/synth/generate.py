@@ -155,9 +155,9 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
     elif tools.startswith("mcp:"):
         from muarl.integrations.mcp_client import MCPTarget, backend_factory_from_spec, list_tool_specs, remote_domain
 
-        factory = backend_factory_from_spec(tools)
+        factory = backend_factory_from_spec(tools, timeout=cfg.timeout, max_retries=cfg.max_retries)
         if scenario is not None:  # any MCP server: its own tool list, the scenario's policy and tasks
-            specs, _ = await list_tool_specs(MCPTarget.parse(tools))
+            specs, _ = await list_tool_specs(MCPTarget.parse(tools), timeout=cfg.timeout, max_retries=cfg.max_retries)
             domain = remote_domain(scenario.name, specs, scenario.policy, scenario.tasks_as_muarl(), domain.splits)
     else:
         raise SynthError(f"unknown tools backend {tools!r}: use local, simulated, mcp:COMMAND or mcp:URL")

@@ -11,15 +11,20 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
 from muarl.train.config import ModelConfig
 
 
 def load_trainable(cfg: ModelConfig, seed: int = 0, adapter_dir: str | None = None) -> tuple[Any, Any]:
-    """(model ready to train, tokenizer). ``adapter_dir`` restores saved LoRA adapters instead of fresh ones."""
+    """(model ready to train, tokenizer). ``adapter_dir`` restores saved LoRA adapters instead of fresh ones.
+
+    The tokenizer's chat template becomes the configured chat format's, so every checkpoint and saved model
+    carries the template it was trained with (``apply_chat_template`` and vLLM then render what training saw)."""
     import torch
 
     model, tokenizer = load_causal_lm(cfg.name, seed=seed)
+    tokenizer.chat_template = get_chat_format(cfg.chat_format).jinja_template
     if cfg.finetune == "lora":
         from peft import LoraConfig, PeftModel, get_peft_model
 

@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ import torch
 
 from muarl.config import ConfigError
 from muarl.models.chat_formats import ChatFormat, get_chat_format
+from muarl.models.hf_loading import save_model_dir
 from muarl.rollout.store import atomic_write_text, writable_dir
 from muarl.train.config import SFTConfig
 from muarl.train.metrics import MetricsWriter
@@ -61,9 +60,7 @@ def read_conversations(path: str | Path, allow_test_split: bool = False) -> list
         try:
             row = json.loads(line)
             messages = [Message.from_openai(m) for m in row["messages"]]
-            tools = [ToolSpec(name=t["function"]["name"], description=t["function"].get("description", ""),
-                              parameters=t["function"].get("parameters", {"type": "object", "properties": {}}))
-                     for t in row.get("tools") or []]
+            tools = [ToolSpec.from_openai(t) for t in row.get("tools") or []]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}:{n}: not a {{messages, tools}} chat record ({type(exc).__name__}: {exc})") from None
         if row.get("task_split") == "test" and not allow_test_split:
@@ -246,14 +243,9 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
 
 
 def save_full_model(model: Any, tokenizer: Any, target: Path) -> Path:
-    """A standalone ``save_pretrained`` directory (LoRA merged into a copy), written atomically."""
+    """A standalone ``save_pretrained`` directory (LoRA merged into a copy), written atomically; the tokenizer
+    carries the chat template it was trained with (set by ``load_trainable``)."""
     import copy
 
     full = copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    full.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return target
+    return save_model_dir(full, tokenizer, target)

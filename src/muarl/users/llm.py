@@ -9,12 +9,15 @@ not cover what it is asked). A failing server surfaces as :class:`UserError` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from muarl.models.base import ModelError
+from muarl.models.base import ContextFull, ModelError
 from muarl.models.openai_client import ChatClient
 from muarl.types import Message, Task, Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, UserSession, UserSimulator, UserTurn, stop_reason
+
+if TYPE_CHECKING:
+    from muarl.models.local_chat import LocalChatClient
 
 SYSTEM_PROMPT = """You are role-playing a customer who is talking to a customer-service agent. Stay in character at all times.
 
@@ -103,7 +106,7 @@ class LLMUserSession(UserSession):
             sampling = {"seed": (self.seed + self.requests) % 2**31, **self.simulator.sampling}
             self.requests += 1
             turn = await self.simulator.client.complete(messages, **sampling)
-        except ModelError as exc:
+        except (ModelError, ContextFull) as exc:  # ContextFull: a local user model's context (the user's, not the policy's)
             raise UserError(f"user simulator failed: {exc}") from None
         self.usage.add(turn.usage)
         return (turn.message.content or "").strip()
@@ -133,16 +136,19 @@ class LLMUserSession(UserSession):
 
 
 class LLMUser(UserSimulator):
-    """τ-bench-style user simulator over any OpenAI-compatible endpoint."""
+    """τ-bench-style user simulator over any OpenAI-compatible endpoint, or an in-process local model
+    (:class:`~muarl.models.local_chat.LocalChatClient`, which has the same ``complete``)."""
 
-    def __init__(self, client: ChatClient, strategy: str = "llm", max_checks: int = 2, **sampling: Any):
+    def __init__(self, client: ChatClient | LocalChatClient, strategy: str = "llm", max_checks: int = 2,
+                 name: str | None = None, **sampling: Any):
+        """``name`` names the model in episodes (default ``llm:MODEL``); the strategy is appended to it."""
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown user strategy {strategy!r}; choose one of {list(STRATEGIES)}")
         self.client = client
         self.strategy = strategy
         self.max_checks = max_checks
         self.sampling = sampling
-        self.name = f"llm:{client.model}" + ("" if strategy == "llm" else f"+{strategy}")
+        self.name = (name or f"llm:{client.model}") + ("" if strategy == "llm" else f"+{strategy}")
 
     def new_session(self, task: Task, seed: int) -> UserSession:
         return LLMUserSession(self, task, seed)

@@ -50,7 +50,8 @@ class TauDomain(Domain):
 
     Some gold action lists contain calls the tools refuse (a product id that does not exist, a gift card that
     cannot pay); τ-bench and τ² show the refusal and carry on, so the refusal is part of the gold trajectory and
-    changes nothing. Arguments that do not fit a tool's schema still fail loudly: that would be our bug.
+    changes nothing. Arguments the tools cannot take (an unknown or missing name; in τ², a value of the wrong
+    type) still fail loudly: that would be our bug.
     """
 
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
@@ -73,13 +74,17 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
 
 
 def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir: DataDir) -> Domain:
+    """A τ-bench world. Its tools are untyped (see :class:`muarl.domains.base.Tool`): τ-bench hands the model's
+    JSON values to its Python tools unchecked, and some wrongly typed values go through and change the records
+    (``item_ids: ""`` requests a return of nothing; an integer zip is stored), so refusing them up front would
+    disagree with the benchmark that scores the agent."""
     source = V1Source.find(domain, data_dir)
 
     def load_tasks(split: str) -> list[Task]:
         return source.tasks(name, split)
 
     return TauDomain(
-        name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools), policy=source.policy(),
+        name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools, typed=False), policy=source.policy(),
         task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
         description=f"τ-bench {domain} (data: {source.root})",
     )

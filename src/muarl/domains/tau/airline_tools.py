@@ -12,6 +12,7 @@ gold arguments are never aliased into a state and then changed by a later tool.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, TypedDict
 
 from muarl.domains.base import State, ToolError, clone, tool
@@ -121,12 +122,11 @@ def book(state: State, args: dict[str, Any], *, seats_taken: bool) -> dict[str, 
     _need_keys(flights, ("flight_number", "date"), "flight")
     _need_keys(payments, ("payment_id", "amount"), "payment method")
     reservation_id = next((r for r in NEW_RESERVATION_IDS if ("reservations", r) not in state), NEW_RESERVATION_IDS[-1])
-    legs = []
+    legs = clone(flights)  # stored as given (whatever it is), each leg priced in place, as τ-bench does
     total = 0
-    for given in flights:
-        flight, day = bookable_leg(state, given["flight_number"], given["date"], cabin, len(passengers))
-        leg = {**clone(given), "price": day["prices"][cabin], "origin": flight["origin"], "destination": flight["destination"]}
-        legs.append(leg)
+    for leg in legs:
+        flight, day = bookable_leg(state, leg["flight_number"], leg["date"], cabin, len(passengers))
+        leg.update(price=day["prices"][cabin], origin=flight["origin"], destination=flight["destination"])
         total += leg["price"] * len(passengers)
     if args["insurance"] == "yes":
         total += 30 * len(passengers)
@@ -179,19 +179,21 @@ def change_flights(state: State, reservation_id: str, cabin: str, flights: list[
     reservation = reservation_or_fail(state, reservation_id)
     _need_keys(flights, ("flight_number", "date"), "flight")
     seats = len(reservation["passengers"])
-    legs = []
+    legs = [] if tau2 else clone(flights)  # τ-bench stores its copy of the argument, whatever it is, priced in place
     total = 0
-    for given in flights:
+    for i, given in enumerate(flights):
         kept = next((f for f in reservation["flights"] if f["flight_number"] == given["flight_number"]
                      and f["date"] == given["date"] and cabin == reservation["cabin"]), None)
         if kept is not None:
-            price, origin, destination = kept["price"], kept["origin"], kept["destination"]
+            priced = {"price": kept["price"], "origin": kept["origin"], "destination": kept["destination"]}
         else:
             flight, day = bookable_leg(state, given["flight_number"], given["date"], cabin, seats)
-            price, origin, destination = day["prices"][cabin], flight["origin"], flight["destination"]
-        base = {"flight_number": given["flight_number"], "date": given["date"]} if tau2 else clone(given)
-        legs.append({**base, "price": price, "origin": origin, "destination": destination})
-        total += price * seats
+            priced = {"price": day["prices"][cabin], "origin": flight["origin"], "destination": flight["destination"]}
+        if tau2:
+            legs.append({"flight_number": given["flight_number"], "date": given["date"], **priced})
+        else:
+            legs[i].update(priced)
+        total += priced["price"] * seats
     total -= sum(f["price"] for f in reservation["flights"]) * seats
     charge_for_update(state, reservation["user_id"], payment_id, total)
     reservation = state.edit("reservations", reservation_id)
@@ -261,6 +263,8 @@ def search_direct_flight(state: State, origin: str, destination: str, date: str)
         destination: The destination airport's three-letter code, such as 'LAX'.
         date: The flight date as 'YYYY-MM-DD', such as '2024-01-01'.
     """
+    if origin is None or destination is None:  # no flight's airport equals null in τ-bench; here None means "any"
+        return json.dumps([])
     return json.dumps(search_direct(state, origin, destination, date))
 
 
@@ -273,6 +277,8 @@ def search_onestop_flight(state: State, origin: str, destination: str, date: str
         destination: The destination airport's three-letter code, such as 'LAX'.
         date: The departure date as 'YYYY-MM-DD', such as '2024-05-01'.
     """
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):  # next_day reads the day digits: refuse what it cannot read
+        raise ToolError(f"date must be 'YYYY-MM-DD', such as '2024-05-01', not {date!r}")
     flights = state.table("flights")
     results = []
     for first in flights.values():

@@ -95,10 +95,10 @@ def find_user_id_by_name_zip(state: State, first_name: str, last_name: str, zip:
         last_name: The customer's last name, such as 'Doe'.
         zip: The customer's zip code, such as '12345'.
     """
-    first, last = first_name.lower(), last_name.lower()
     for user_id, user in state.table("users").items():
         name = user["name"]
-        if name["first_name"].lower() == first and name["last_name"].lower() == last and user["address"]["zip"] == zip:
+        # compared lazily, user by user, as τ-bench does: a last name that is not text fails only once a first name matches
+        if name["first_name"].lower() == first_name.lower() and name["last_name"].lower() == last_name.lower() and user["address"]["zip"] == zip:
             return user_id
     raise ToolError("user not found")
 
