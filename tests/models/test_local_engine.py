@@ -13,6 +13,7 @@ from muarl.models.local_engine import LocalPolicy, SamplingConfig, sample_token
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Message, Task, UserScenario
+from token_traces import mask_runs
 
 
 class ScriptedLM(torch.nn.Module):
@@ -43,17 +44,6 @@ TURNS = [
 ]
 
 
-def _mask_runs(mask: list[int]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for i, m in enumerate(mask + [0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
-
-
 @pytest.mark.parametrize("batch", [False, True], ids=["sequential", "batched-generator"])
 def test_training_sequence_equals_sampled_sequence_across_tool_turns(domain, batch):
     inner, tok = tiny_random_lm(seed=1)
@@ -77,7 +67,7 @@ def test_training_sequence_equals_sampled_sequence_across_tool_turns(domain, bat
     # the model was conditioned on exactly the trajectory (the final end-of-turn is sampled, never fed)
     assert model.fed == trace.input_ids[:-1]
     # the loss mask covers exactly the sampled turns, end-of-turn token included
-    runs = _mask_runs(trace.loss_mask)
+    runs = mask_runs(trace.loss_mask)
     assert [trace.input_ids[a:b] for a, b in runs] == turn_ids
     assert all(lp == 0.0 for lp, m in zip(trace.logprobs, trace.loss_mask) if not m)
     assert all(-1e-3 < lp <= 0.0 for lp, m in zip(trace.logprobs, trace.loss_mask) if m)
@@ -107,7 +97,7 @@ def test_sampling_logprobs_match_a_full_forward_of_the_trajectory(domain):
     torch.testing.assert_close(token_logp[mask], recorded[mask], atol=1e-4, rtol=0)
     # a turn cut at max_new_tokens is closed with a forced, unmasked end-of-turn before the next delta
     newline = tok("\n", add_special_tokens=False)["input_ids"]
-    for a, b in _mask_runs(trace.loss_mask)[:-1]:
+    for a, b in mask_runs(trace.loss_mask)[:-1]:
         ended = trace.input_ids[b - 1] == 2
         assert ended or b - a == 12
         assert trace.input_ids[b:b + len(newline) + (not ended)] == ([] if ended else [2]) + newline

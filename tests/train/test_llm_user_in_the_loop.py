@@ -21,23 +21,12 @@ from muarl.models.openai_server import LocalModelServer
 from muarl.rollout.store import read_episodes
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.trainer import GRPOTrainer
+from token_traces import mask_runs
 
 
 @pytest.fixture(autouse=True)
 def toy_registered(monkeypatch):
     monkeypatch.setitem(DOMAINS, "toy", "booking_world:load")
-
-
-def masked_runs(mask: list[int]) -> list[tuple[int, int]]:
-    """(start, end) of each run of 1s."""
-    runs, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def rendered_as_sampled(trainer: GRPOTrainer, ep) -> bool:
@@ -50,7 +39,7 @@ def rendered_as_sampled(trainer: GRPOTrainer, ep) -> bool:
     def enc(text: str) -> list[int]:
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    runs = masked_runs(trace.loss_mask)
+    runs = mask_runs(trace.loss_mask)
     turns = [i for i, m in enumerate(msgs) if m.role == "assistant"]
     expected = enc(fmt.system_text(msgs[0].content, trainer.domain.tools.specs()))
     seen, closing = 1, ""
