@@ -55,7 +55,8 @@ def rendered_as_sampled(trainer: GRPOTrainer, ep) -> bool:
 def test_one_grpo_step_against_an_llm_user_served_over_http(tmp_path):
     user_model = LocalChatClient(local_policy("tiny-random", precision="fp32", max_new_tokens=6, max_context=4096))
     with LocalModelServer(user_model) as server:
-        cfg = GRPOConfig(out=str(tmp_path / "run"), domain="toy", user="llm:served-user", user_base_url=server.base_url,
+        url = server.base_url
+        cfg = GRPOConfig(out=str(tmp_path / "run"), domain="toy", user="llm:served-user", user_base_url=url,
                          user_temperature=1.0, user_max_tokens=6, timeout=60, max_retries=0,
                          model=ModelConfig(name="tiny-random", precision="fp32"), steps=1, tasks_per_step=1, group_size=4,
                          max_turns=2, max_new_tokens=8, max_context=2048, lr=1e-3, plot=False, save_every=1)
@@ -69,6 +70,9 @@ def test_one_grpo_step_against_an_llm_user_served_over_http(tmp_path):
         user_lines = [m.content for m in ep.messages if m.role == "user"]
         assert len(user_lines) >= 2  # the user opened and answered the policy
         assert rendered_as_sampled(trainer, ep)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["user"] == "llm:served-user" and run["user_settings"]["user_base_url"] == url
+    assert run["user_settings"]["user_temperature"] == 1.0 and run["precision"] == "fp32"
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["user_turns_per_episode"] >= 2 and metrics[0]["user_tokens_per_episode"] > 0
     assert metrics[0]["user_errors"] == 0 and metrics[0]["trained_tokens"] == sum(sum(e.tokens.loss_mask[1:]) for e in episodes)

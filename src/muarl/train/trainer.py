@@ -32,17 +32,19 @@ import asyncio
 import random
 import time
 import zlib
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import muarl
 from muarl.evals.passk import succeeded
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
 from muarl.rollout.runner import run_many
-from muarl.rollout.store import atomic_write_text
+from muarl.rollout.store import atomic_write_text, write_run_info
 from muarl.rollout.world import build_world
 from muarl.train.checkpoint import (
     latest_checkpoint,
@@ -63,6 +65,7 @@ from muarl.train.shared_prefix import (
 from muarl.types import Episode, Task
 
 ROLLOUTS_DIR = "rollouts"
+USER_SETTINGS = ("user", "user_base_url", "user_strategy", "user_temperature", "user_max_tokens", "user_precision")
 
 
 class TrainingError(RuntimeError):
@@ -121,6 +124,12 @@ class GRPOTrainer:
                 raise ConfigError(f"the config differs from the one recorded in {saved} (only steps may change on resume)")
             self._load(ckpt)
         atomic_write_text(saved, self.cfg.dump_yaml())
+        write_run_info(self.run_dir, {
+            "command": "train", "muarl_version": muarl.__version__, "started": datetime.now(timezone.utc).isoformat(),
+            "resumed_at_step": self.step if resume else None, "policy": self.cfg.model.name, "precision": self.cfg.model.precision,
+            "user": self.world.user.name, "user_settings": {k: getattr(self.cfg, k) for k in USER_SETTINGS},
+            "tools": [t.to_openai() for t in self.domain.tools.specs()], "n_tasks": len(self.tasks), "n_val_tasks": len(self.val_tasks),
+        })
         self.metrics = MetricsWriter(self.run_dir)
         self.metrics.truncate_after(self.step)
         for stale in (self.run_dir / ROLLOUTS_DIR).glob("step-*.jsonl"):  # steps after the checkpoint are re-run
