@@ -90,7 +90,8 @@ def main() -> None:
     median = {arm: {k: statistics.median(v) for k, v in work.items()} for arm, work in times.items()}
     result = {
         "model": TINY_MODEL if args.tiny else EMBEDDED_MODEL, "rows": args.rows, "context": args.context,
-        "median_seconds": median,  # decode: per step; update: per forward + backward "bf16_over_fp32": {k: median["bf16"][k] / median["fp32"][k] for k in ("decode", "update")},
+        "median_seconds": median,  # decode: per step; update: per forward + backward
+        "bf16_over_fp32": {k: median["bf16"][k] / median["fp32"][k] for k in ("decode", "update")},
         "auto_picks": "bf16" if use_bf16("auto") else "fp32",
         "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor()),
         "cpu_bf16_flags": sorted(f for f in flags if f in FAST_BF16_CPU_FLAGS or f.startswith("avx512") or f in ("avx2", "fma")),
