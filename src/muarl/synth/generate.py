@@ -35,10 +35,10 @@ from muarl.domains.spec import load_domain_spec
 from muarl.errors import InputError
 from muarl.models.factory import make_agent
 from muarl.reward import RewardFn, make_reward
-from muarl.rollout.backends import BackendFactory, LocalToolBackend, ToolBackend
+from muarl.rollout.backends import BackendFactory, ToolBackend
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
-from muarl.rollout.world import WorldConfig, make_world_user, select_tasks
+from muarl.rollout.world import WorldConfig, make_backend_factory, make_world_user, select_tasks
 from muarl.synth.export import export_sft, read_review, write_review
 from muarl.synth.report import build_report, format_report
 from muarl.synth.scenario import Scenario
@@ -142,9 +142,7 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
         ident = scenario.identification_tools
         if tools == "local":
             raise SynthError("a scenario has no local tools: use tools 'simulated' (a tool LLM) or an MCP server")
-    if tools == "local":
-        factory: BackendFactory = LocalToolBackend
-    elif tools == "simulated":
+    if tools == "simulated":
         from muarl.synth.simulated_tools import SimulatedToolBackend
 
         client = _chat_client(cfg.tool_base_url, cfg.tool_model, cfg.tool_api_key_env, cfg, "tool")
@@ -152,11 +150,11 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
 
         def factory(d: Domain, task: Task) -> ToolBackend:
             return SimulatedToolBackend(d, client)
-    elif tools.startswith("mcp:"):
-        from muarl.integrations.mcp_client import MCPTarget, backend_factory_from_spec, list_tool_specs, remote_domain
+    elif tools == "local" or tools.startswith("mcp:"):
+        factory = make_backend_factory(tools, cfg.timeout, cfg.max_retries)  # as rollout and training build it
+        if scenario is not None and tools.startswith("mcp:"):  # any MCP server: its own tools, the scenario's policy and tasks
+            from muarl.integrations.mcp_client import MCPTarget, list_tool_specs, remote_domain
 
-        factory = backend_factory_from_spec(tools, timeout=cfg.timeout, max_retries=cfg.max_retries)
-        if scenario is not None:  # any MCP server: its own tool list, the scenario's policy and tasks
             specs, _ = await list_tool_specs(MCPTarget.parse(tools), timeout=cfg.timeout, max_retries=cfg.max_retries)
             domain = remote_domain(scenario.name, specs, scenario.policy, scenario.tasks_as_muarl(), domain.splits)
     else:
