@@ -227,6 +227,7 @@ class UserScenario(_Model):
     goal: str = ""
     instruction: str
     requests: list[UserRequest] = Field(default_factory=list)  # structured goals for the scripted user
+    script: list[str] = Field(default_factory=list)  # a fixed script (BFCL): one message per agent reply, whatever it says
 
 
 class Task(_Model):

@@ -18,6 +18,10 @@ DOMAINS: dict[str, str] = {
     "tau-airline": "muarl.domains.tau:tau_airline",
     "tau2-retail": "muarl.domains.tau:tau2_retail",
     "tau2-airline": "muarl.domains.tau:tau2_airline",
+    "bfcl-mt-base": "muarl.domains.bfcl:mt_base",
+    "bfcl-mt-miss-func": "muarl.domains.bfcl:mt_miss_func",
+    "bfcl-mt-miss-param": "muarl.domains.bfcl:mt_miss_param",
+    "bfcl-mt-long-context": "muarl.domains.bfcl:mt_long_context",
 }
 
 DEFAULT_DOMAIN = "clinic"

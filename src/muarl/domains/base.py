@@ -21,12 +21,12 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from muarl.errors import InputError
-from muarl.types import Action, Task, ToolKind, ToolSpec
+from muarl.types import Action, Message, RewardInfo, Task, ToolKind, ToolSpec
 
 _DELETED = object()
 
@@ -447,8 +447,18 @@ class Domain:
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
-    def new_state(self) -> State:
+    def new_state(self, task: Task | None = None) -> State:
+        """A fresh state for an episode (of ``task``: worlds whose initial state differs per task need it)."""
         return State(self.base)
+
+    def tool_specs(self, task: Task) -> list[ToolSpec]:
+        """The tools offered to the agent for ``task`` (all of the domain's, unless a world offers each task its own)."""
+        return self.tools.specs()
+
+    def verdict(self, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo | None:
+        """The domain's own scoring of an episode, for benchmarks whose verdict is not "the final state equals the
+        gold one" (BFCL checks state and results after every user turn); None: the outcome reward decides."""
+        return None
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:

@@ -6,7 +6,8 @@ episode starts: ask the user to identify (unless every wording of their opening 
 the look-up needs), look them up, then per user request (in order) state every write
 and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
 or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
-actions in order, confirming each write, and finally tells the required outputs.
+actions in order, confirming each write, and finally tells the required outputs. For tasks whose user
+follows a fixed script (BFCL) it makes each user turn's gold calls and then ends the turn in text.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class _Plan:
         self.looked_up: set[str] = set()
         self.steps: list[Message] = []
         self.calls = 0
-        if task.user.requests:
+        if task.user.script:
+            self._scripted(task)
+        elif task.user.requests:
             self._structured(task)
         else:
             self._generic(task)
@@ -91,6 +94,14 @@ class _Plan:
                 self.steps.append(_say(f"You asked: the answer is {request.answer}. {ANYTHING_ELSE}"))
             elif request.outcome == "done":
                 self.steps.append(_say(f"All done, that request is complete. {ANYTHING_ELSE}"))
+
+    def _scripted(self, task: Task) -> None:
+        """Per scripted user turn, its gold calls (``Action.request`` is the turn), then a reply that ends the turn."""
+        for turn in range(len(task.user.script)):
+            for action in task.actions:
+                if action.request == turn:
+                    self._call(action)
+            self.steps.append(_say("Done."))
 
     def _generic(self, task: Task) -> None:
         for action in task.actions:

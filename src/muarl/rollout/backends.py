@@ -39,7 +39,7 @@ class LocalToolBackend(ToolBackend):
 
     def __init__(self, domain: Domain, task: Task):
         self.domain = domain
-        self.state: State = domain.new_state()
+        self.state: State = domain.new_state(task)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         return self.domain.run_tool(self.state, name, arguments)

@@ -61,9 +61,12 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
     )
 
 
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+NOT_EXECUTED_OUTPUT = f"Error: {NOT_EXECUTED}"  # the tool message of a skipped call (scorers that replay calls skip it)
+
+
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
-    msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
-    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=NOT_EXECUTED_OUTPUT, error=NOT_EXECUTED, error_kind="not_executed")
 
 
 async def _act_within_context(session: AgentSession, messages: list[Message]) -> AgentTurn | None:
@@ -115,7 +118,7 @@ async def run_episode(
     termination: Termination | None = None
     error: str | None = None
     turns = 0
-    session = agent.new_session(task, domain.tools.specs(), seed)
+    session = agent.new_session(task, domain.tool_specs(task), seed)
     user_session = user.new_session(task, seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:

@@ -13,7 +13,9 @@ without variants are worded exactly as before). A user whose opening already sta
 identified.
 
 For tasks without structured requests (τ-bench's), it is the "confirming user": it opens with its
-instruction, says yes to every confirmation and stops at anything else.
+instruction, says yes to every confirmation and stops at anything else. For tasks with a fixed ``script``
+(BFCL's multi-turn entries, whose user turns are data), it is the replaying user: it says the script's
+messages in order, one each time the agent replies in text, and stops after the last.
 """
 
 from __future__ import annotations
@@ -148,6 +150,20 @@ class ScriptedUserSession(UserSession):
         return prefix + self._say(_THANKS_NEXT, text=self.wordings[self.current])
 
 
+class ReplayingUserSession(UserSession):
+    """Says ``task.user.script`` one message per reply, then stops: the user turns are the data's, not a reaction."""
+
+    def __init__(self, task: Task):
+        self.script = list(task.user.script)
+        self.said = 0
+
+    async def reply(self, history: list[Message]) -> UserTurn:
+        if self.said >= len(self.script):
+            return UserTurn(text=STOP, done="user_stop")
+        self.said += 1
+        return UserTurn(text=self.script[self.said - 1])
+
+
 class ScriptedUser(UserSimulator):
     """Deterministic user for offline runs and tests (see the module docstring)."""
 
@@ -158,4 +174,6 @@ class ScriptedUser(UserSimulator):
         self.max_turns = max_turns
 
     def new_session(self, task: Task, seed: int) -> UserSession:
+        if task.user.script:
+            return ReplayingUserSession(task)
         return ScriptedUserSession(task, seed, self.patience, self.max_turns)
