@@ -160,3 +160,14 @@ def test_a_user_who_opens_with_its_email_is_identified():
     talk.user()
     # the email in the confirmation is the new one, not a request to identify
     assert talk.user('To confirm, I will update contact info (email="ann@new.org"). Shall I proceed?').text.startswith(("Yes", "Correct"))
+
+
+def test_with_a_script_it_says_each_line_whatever_the_agent_said_then_stops():
+    task = Task(id="t", domain="bfcl-mt-base", split="test",
+                user=UserScenario(instruction="both", script=["Move the report.", "Now sort it."]))
+    talk = Talk(task)
+    assert talk.user().text == "Move the report."
+    first = talk.user("Do you want me to go ahead?")  # a question gets the next scripted turn, not a "yes"
+    assert (first.text, first.done) == ("Now sort it.", None)
+    end = talk.user("Sorted.")
+    assert end.done == "user_stop" and STOP in end.text

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from muarl.domains.base import ToolError, canonical_json
+from muarl.domains.base import ToolError, canonical_json, clone
 from muarl.domains.bfcl.upstream import STATELESS, backend_class
 
 ERROR_PREFIX = "Error during execution: "  # how BFCL records a call that raised, in its results and checks
@@ -63,11 +63,13 @@ class BfclState:
 
     def run(self, name: str, kwargs: Mapping[str, Any]) -> str:
         """Call a function; raises :class:`ToolError` for a name the entry's classes lack, and whatever the
-        backend raises for arguments it cannot take."""
+        backend raises for arguments it cannot take. The method gets a copy of the arguments: backends keep the
+        lists they are given in their state (a tweet's ``mentions``) and change them later, which must not
+        reach the caller's values (a task's gold actions, replayed again in the next episode)."""
         method = self.methods.get(name)
         if method is None:
             raise ToolError(f"no function {name!r} in this entry's classes {sorted(self.instances)}")
-        return render(method(**kwargs))
+        return render(method(**clone(dict(kwargs))))
 
     def result(self, name: str, kwargs: Mapping[str, Any]) -> str:
         """The call's result as BFCL's checker records it: a failure becomes its error text."""

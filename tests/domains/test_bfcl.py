@@ -1,0 +1,162 @@
+"""BFCL v3 multi-turn domains: the data's possible answers through our loop pass, and BFCL's checks fail what
+they should (tests skip where the pinned bfcl-eval package is not installed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from domain_data import load_or_skip
+from muarl.cli import main
+from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS, upstream
+from muarl.domains.bfcl.calls import CallSyntaxError, format_call, parse_call
+from muarl.models.oracle import DoNothingAgent, OracleAgent
+from muarl.rollout.episode import LoopConfig, run_episode
+from muarl.types import Action, Message
+from muarl.users.scripted import ScriptedUser
+from scripted_parties import ScriptAgent, calls, say
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(domain, task, agent, **loop):
+    return asyncio.run(run_episode(domain, task, agent, ScriptedUser(), config=LoopConfig(**{"max_turns": MAX_TURNS, **loop})))
+
+
+def _plan(task, change=None) -> list[Message]:
+    """The task's possible answer, one call per message and "Done." after each user turn; ``change(turn, calls)``
+    may edit a turn's list of (name, arguments)."""
+    out = []
+    for turn in range(task.metadata["turns"]):
+        turn_calls = [(a.name, a.kwargs) for a in task.actions if a.request == turn]
+        if change:
+            turn_calls = change(turn, turn_calls)
+        out += [calls((name, json.dumps(args))) for name, args in turn_calls]
+        out.append(say("Done."))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BFCL_SUITE))
+def test_the_possible_answers_replayed_through_the_loop_pass_every_entry(name):
+    domain = load_or_skip(name)
+    tasks = domain.tasks("test")
+    assert len(tasks) == 200
+    failed = [t.id for t in tasks if not _run(domain, t, OracleAgent()).reward.success]
+    assert failed == []
+
+
+def test_doing_nothing_fails_every_entry():
+    domain = load_or_skip("bfcl-mt-base")
+    episodes = [_run(domain, t, DoNothingAgent()) for t in domain.tasks("test")[:20]]
+    assert {e.reward.details["bfcl_error"] for e in episodes} == {"empty_turn_model_response"}
+
+
+def test_a_wrong_argument_fails_the_state_check_at_its_turn():
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")  # turn 0: cd(document), mkdir(temp), mv(final_report.pdf -> temp)
+
+    def misnamed(turn, turn_calls):
+        return [(n, {**a, "dir_name": "tmp"} if n == "mkdir" else a) for n, a in turn_calls]
+
+    ep = _run(domain, task, ScriptAgent(_plan(task, misnamed)))
+    assert ep.reward.details["bfcl_error"] == "instance_state_mismatch" and ep.reward.details["turn"] == 0
+    assert not ep.reward.state_match
+
+
+def test_a_missing_read_fails_the_response_check():
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")  # turn 1: cd(temp), grep(final_report.pdf, 'budget analysis')
+    ep = _run(domain, task, ScriptAgent(_plan(task, lambda t, c: [x for x in c if x[0] != "grep"])))
+    assert ep.reward.details["bfcl_error"] == "execution_response_mismatch" and ep.reward.details["turn"] == 1
+    assert ep.reward.state_match and not ep.reward.success
+
+
+def test_an_episode_cut_before_the_last_turn_fails():
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")
+    ep = _run(domain, task, OracleAgent(), max_turns=5)
+    assert ep.termination == "max_turns" and ep.reward.details["bfcl_error"] == "force_terminated"
+
+
+def test_a_skipped_call_is_not_replayed_by_the_verdict():
+    """With one call per message, the loop skips a message's second call; replaying it would move back up
+    (cd ..) before mkdir and fail the state check."""
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")
+    plan = _plan(task)
+    plan[0] = calls(("cd", '{"folder": "document"}'), ("cd", '{"folder": ".."}'))
+    ep = _run(domain, task, ScriptAgent(plan))
+    assert ep.tool_executions[1].error_kind == "not_executed"
+    assert ep.reward.success, ep.reward.details
+
+
+def test_replaying_an_entry_does_not_change_its_gold_actions():
+    """Backends keep argument lists in their state and append to them later (a tweet's mentions): the second
+    episode of an entry must see the same gold calls as the first."""
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_90")  # post_tweet(mentions=[...]) then mention(...) on that tweet
+    before = [a.model_dump() for a in task.actions]
+    assert _run(domain, task, OracleAgent()).reward.success
+    assert [a.model_dump() for a in task.actions] == before
+    assert _run(domain, task, OracleAgent()).reward.success
+
+
+def test_miss_func_holds_a_function_out_until_the_turn_that_adds_it():
+    domain = load_or_skip("bfcl-mt-miss-func")
+    task = domain.task("multi_turn_miss_func_0")
+    (turn, names), = task.metadata["held_out"].items()
+    offered = {s.name for s in domain.tool_specs(task)}
+    assert names == ["sort"] and "sort" not in offered and "mv" in offered
+    assert '"name": "sort"' in task.user.script[int(turn)]
+    assert not [a for a in task.actions if a.request == int(turn) - 1]  # the turn that needed it has no answer
+
+
+def test_each_entry_is_offered_only_its_classes_functions():
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")
+    classes = set(task.metadata["involved_classes"])
+    specs = domain.tool_specs(task)
+    assert {domain.class_of[s.name] for s in specs} == classes
+    assert all(s.parameters["type"] == "object" for s in specs)
+    types = {p.get("type") for s in specs for p in s.parameters["properties"].values()}
+    assert "dict" not in types and "float" not in types
+
+
+def test_calls_are_parsed_as_literals_and_never_run():
+    assert parse_call("sort('final_report.pdf')").args == ("final_report.pdf",)
+    assert parse_call("lockDoors(unlock=False, door=['driver'])").kwargs == {"unlock": False, "door": ["driver"]}
+    for bad in ("__import__('os').system('true')", "cd(folder=open('x'))", "cd(**{'folder': 'a'})", "cd(", "x.y()"):
+        with pytest.raises(CallSyntaxError):
+            parse_call(bad)
+    assert format_call("mv", {"source": "a", "n": 1}) == "mv(source='a',n=1)"
+
+
+def test_gold_calls_with_positional_arguments_are_bound_to_their_names():
+    domain = load_or_skip("bfcl-mt-miss-func")
+    sort = next(a for a in domain.task("multi_turn_miss_func_0").actions if a.name == "sort")
+    assert sort == Action(name="sort", kwargs={"file_name": "final_report.pdf"}, request=3)
+
+
+def test_rollout_cli_runs_a_bfcl_domain(tmp_path):
+    load_or_skip("bfcl-mt-base")
+    result = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-base", "--limit", "3", "--max-turns", "40",
+                                       "--out", str(tmp_path / "run"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    rewards = [json.loads(line)["reward"]["reward"] for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
+    assert rewards == [1.0, 1.0, 1.0]
+
+
+def test_a_directory_without_bfcl_data_is_a_one_line_usage_error(tmp_path):
+    load_or_skip("bfcl-mt-base")
+    result = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-base", "--data-dir", str(tmp_path), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert "not a BFCL data directory" in result.output and "Traceback" not in result.output
+
+
+def test_the_ci_requirements_pin_the_version_the_domains_require():
+    lines = (REPO / "requirements-bfcl.txt").read_text().splitlines()
+    assert f"{upstream.PACKAGE}=={upstream.PINNED_VERSION}" in lines
