@@ -7,9 +7,12 @@ conversation cut short. Each episode is scored twice: by the domain (``episode.r
 upstream's ``multi_turn_checker`` from the installed bfcl-eval, fed the episode's calls per turn and per step
 in the form BFCL's function-calling handlers decode (``name(key=repr(value), ...)``). An episode cut before
 the last user turn counts as failed for upstream, as BFCL's runner fails an entry whose turns are missing.
-Upstream's checker runs the calls with ``eval``: here that is its own code on calls this script wrote.
+With ``--episodes`` it scores a recorded run instead (a model's episodes on BFCL domains, from ``muarl
+rollout --out DIR``) the same two ways. Upstream's checker runs the calls with ``eval``: that is its own code,
+here fed only calls whose names are identifiers and whose arguments are JSON values.
 
     python bench/bfcl_agreement.py [--categories base miss_func ...] [--limit N] [--out results.json]
+    python bench/bfcl_agreement.py --episodes DIR/episodes.jsonl
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from muarl.domains import load_domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.domains.bfcl.calls import format_call
 from muarl.models.base import Agent, AgentSession, AgentTurn
-from muarl.rollout.episode import LoopConfig, run_episode
-from muarl.types import Message, Task, ToolCall
+from muarl.rollout.episode import NOT_EXECUTED_OUTPUT, LoopConfig, run_episode
+from muarl.types import Episode, Message, Task, ToolCall
 from muarl.users.scripted import ScriptedUser
 
 KINDS = ("exact", "drop_call", "alter_argument", "skip_turn", "duplicate_call", "swap_calls", "extra_error_call", "early_call", "cut_short")
@@ -104,57 +107,89 @@ class PlanAgent(Agent):
 
 
 def upstream_input(messages: list[Message]) -> list[list[list[str]]]:
-    """The episode's calls per user turn and per step, decoded as BFCL's FC handlers decode them."""
+    """The calls the episode ran, per user turn and per step, decoded as BFCL's FC handlers decode them. Calls
+    the loop did not run (skipped, arguments not a JSON object) are left out, and so are names that are not
+    identifiers, which upstream's ``eval`` must not see."""
     turns: list[list[list[str]]] = []
-    for msg in messages:
+    for i, msg in enumerate(messages):
         if msg.role == "user":
             turns.append([])
         elif msg.role == "assistant" and msg.tool_calls and turns:
-            turns[-1].append([format_call(c.name, json.loads(c.arguments)) for c in msg.tool_calls])
+            outputs = [m.content for m in messages[i + 1 : i + 1 + len(msg.tool_calls)]]
+            step = []
+            for call, output in zip(msg.tool_calls, outputs):
+                try:
+                    arguments = json.loads(call.arguments or "{}")
+                except json.JSONDecodeError:
+                    continue
+                if output != NOT_EXECUTED_OUTPUT and isinstance(arguments, dict) and call.name.isidentifier():
+                    step.append(format_call(call.name, arguments))
+            if step:
+                turns[-1].append(step)
     return turns
 
 
-async def run(categories: list[str], limit: int | None) -> dict[str, Any]:
+def upstream_verdict(domain: Any, task: Task, episode: Episode, run_name: str) -> tuple[bool, str | None]:
+    """BFCL's checker on the episode (``run_name`` keeps its cached backend instances apart from other runs')."""
+    turns = task.metadata["turns"]
+    decoded = upstream_input(episode.messages)[:turns]
+    if episode.termination != "user_stop" or len(decoded) != turns:
+        return False, "multi_turn:force_terminated"  # BFCL's runner: the result has fewer turns than the entry
+    entry = domain.entries[task.id]
+    prompt = {k: v for k, v in entry.items() if k != "ground_truth"}
+    verdict = multi_turn_checker(decoded, entry["ground_truth"], prompt, f"multi_turn_{domain.category}", run_name)
+    return bool(verdict["valid"]), verdict.get("error_type")
+
+
+def _row(domain: Any, task: Task, episode: Episode, kind: str, n: int) -> dict[str, Any]:
+    theirs, their_error = upstream_verdict(domain, task, episode, f"agree_{n}")
+    return {"category": domain.category, "kind": kind, "id": task.id, "ours": bool(episode.reward and episode.reward.success),
+            "upstream": theirs, "our_error": episode.reward.details.get("bfcl_error") if episode.reward else episode.error,
+            "upstream_error": their_error}
+
+
+async def perturbed(categories: list[str], limit: int | None) -> list[dict[str, Any]]:
     names = {category: name for name, category in BFCL_SUITE.items()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for category in categories:
         domain = load_domain(names[category])
-        entries = domain.entries
+        tasks = domain.tasks("test")[:limit]
         for kind in KINDS:
-            tasks = domain.tasks("test")[:limit]
             plans = {}
             for task in tasks:
                 plan = [[(a.name, a.kwargs) for a in task.actions if a.request == t] for t in range(task.metadata["turns"])]
                 plans[task.id] = perturb(plan, kind, random.Random(f"{task.id}/{kind}"))
             agent = PlanAgent(plans)
             for task in tasks:
-                turns = task.metadata["turns"]
-                max_turns = MAX_TURNS if kind != "cut_short" else max(1, sum(map(len, plans[task.id])) + turns - 2)
+                max_turns = MAX_TURNS if kind != "cut_short" else max(1, sum(map(len, plans[task.id])) + task.metadata["turns"] - 2)
                 ep = await run_episode(domain, task, agent, ScriptedUser(), config=LoopConfig(max_turns=max_turns, parallel_tool_calls=True))
-                decoded = upstream_input(ep.messages)[:turns]
-                entry = entries[task.id]
-                if ep.termination != "user_stop" or len(decoded) != turns:
-                    theirs, their_error = False, "multi_turn:force_terminated"
-                else:
-                    prompt = {k: v for k, v in entry.items() if k != "ground_truth"}
-                    verdict = multi_turn_checker(decoded, entry["ground_truth"], prompt, f"multi_turn_{category}", f"agree_{kind}_{len(rows)}")
-                    theirs, their_error = bool(verdict["valid"]), verdict.get("error_type")
-                ours = bool(ep.reward and ep.reward.success)
-                rows.append({"category": category, "kind": kind, "id": task.id, "ours": ours, "upstream": theirs,
-                             "our_error": ep.reward.details.get("bfcl_error") if ep.reward else ep.error, "upstream_error": their_error})
-    return {"rows": rows}
+                rows.append(_row(domain, task, ep, kind, len(rows)))
+    return rows
+
+
+def recorded(path: str) -> list[dict[str, Any]]:
+    """Verdict pairs for the episodes of a run (``muarl rollout --out DIR``: DIR/episodes.jsonl) on BFCL domains."""
+    rows: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        episodes = [Episode.model_validate_json(line) for line in f if line.strip()]
+    for ep in episodes:
+        if ep.errored:
+            continue
+        domain = load_domain(ep.domain)
+        rows.append(_row(domain, domain.task(ep.task_id), ep, ep.agent, len(rows)))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--categories", nargs="+", default=list(BFCL_SUITE.values()), choices=list(BFCL_SUITE.values()))
     parser.add_argument("--limit", type=int, default=None, help="first N entries per category")
+    parser.add_argument("--episodes", default=None, help="score this run's episodes.jsonl instead of perturbed ground truths")
     parser.add_argument("--out", default=None, help="write every verdict pair to this JSON file")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = asyncio.run(run(args.categories, args.limit))
-    rows = result["rows"]
-    print(f"{'category':<14}{'perturbation':<18}{'n':>5}{'ours pass':>11}{'upstream pass':>15}{'agree':>7}")
+    rows = recorded(args.episodes) if args.episodes else asyncio.run(perturbed(args.categories, args.limit))
+    print(f"{'category':<14}{'episodes of':<18}{'n':>5}{'ours pass':>11}{'upstream pass':>15}{'agree':>7}")
     groups: dict[tuple[str, str], list[dict]] = collections.defaultdict(list)
     for r in rows:
         groups[(r["category"], r["kind"])].append(r)

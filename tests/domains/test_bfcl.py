@@ -18,7 +18,7 @@ from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Action, Message
 from muarl.users.scripted import ScriptedUser
-from scripted_parties import ScriptAgent, calls, say
+from scripted_parties import LineUser, ScriptAgent, calls, say
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,6 +80,15 @@ def test_an_episode_cut_before_the_last_turn_fails():
     task = domain.task("multi_turn_base_0")
     ep = _run(domain, task, OracleAgent(), max_turns=5)
     assert ep.termination == "max_turns" and ep.reward.details["bfcl_error"] == "force_terminated"
+
+
+def test_a_user_that_does_not_say_the_entrys_turns_fails_the_episode():
+    """Turns are counted from the user's messages: another user (an LLM one) would make them meaningless."""
+    domain = load_or_skip("bfcl-mt-base")
+    task = domain.task("multi_turn_base_0")
+    lines = ["Please tidy my files.", *task.user.script[1:], "###STOP###"]
+    ep = asyncio.run(run_episode(domain, task, OracleAgent(), LineUser(lines), config=LoopConfig(max_turns=MAX_TURNS)))
+    assert ep.termination == "user_stop" and ep.reward.details["bfcl_error"] == "user_off_script"
 
 
 def test_a_skipped_call_is_not_replayed_by_the_verdict():

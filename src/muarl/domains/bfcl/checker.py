@@ -10,7 +10,9 @@ check, so a value fetched in an earlier turn need not be fetched again). A turn 
 ends before the user's last turn is answered fails, as BFCL fails an entry it had to cut. BFCL also cuts a
 turn after 20 steps (model messages); muarl cuts the episode at ``max_turns`` agent turns instead, because
 with one call per message (its default) a turn of BFCL's longest possible answers (34 calls) takes more
-than 20 messages, and would be cut where a model making the same calls in parallel is not.
+than 20 messages, and would be cut where a model making the same calls in parallel is not. The user must be
+the scripted one, which says the entry's turns: an episode whose user said anything else fails
+(``user_off_script``), since its turns are not BFCL's.
 
 The calls replayed are the ones the episode loop ran: a call whose arguments were not a JSON object, or that
 the loop skipped (one call per turn unless ``parallel_tool_calls``), changed nothing then and is not replayed.
@@ -92,8 +94,12 @@ def judge(domain: BfclDomain, task: Task, final_hash: str, messages: Sequence[Me
     """BFCL's verdict on the episode's messages (see the module docstring)."""
     entry = domain.entry(task)
     steps, finished = turn_steps(messages, task.metadata["turns"])
-    if not finished:
-        failure: tuple[str, int | None, Any] | None = ("force_terminated", None, "the episode ended before the user's last turn was answered")
+    failure: tuple[str, int | None, Any] | None
+    said = [m.content for m in messages if m.role == "user"][: len(task.user.script)]
+    if said != task.user.script[: len(said)]:
+        failure = ("user_off_script", None, "the user did not say the entry's turns: BFCL needs the scripted user (--user scripted)")
+    elif not finished:
+        failure = ("force_terminated", None, "the episode ended before the user's last turn was answered")
     else:
         long_context = domain.category == "long_context"
         model = BfclState(entry["initial_config"], entry["involved_classes"], long_context)
