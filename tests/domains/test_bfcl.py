@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,11 +162,19 @@ def test_rollout_cli_runs_a_bfcl_domain(tmp_path):
     assert rewards == [1.0, 1.0, 1.0]
 
 
-def test_a_directory_without_bfcl_data_is_a_one_line_usage_error(tmp_path):
+def test_another_bfcl_eval_version_is_a_one_line_usage_error(tmp_path):
+    """Its v3 data differs from the leaderboard's: the domains refuse it (here a distribution that says it is
+    2025.7.9 comes first on the path) rather than score something else under the same name."""
     load_or_skip("bfcl-mt-base")
-    result = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-base", "--data-dir", str(tmp_path), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 2
-    assert "not a BFCL data directory" in result.output and "Traceback" not in result.output
+    info = tmp_path / "site" / "bfcl_eval-2025.7.9.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bfcl-eval\nVersion: 2025.7.9\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO / "src")])}
+    done = subprocess.run([sys.executable, "-c", "from muarl.cli import main; main()", "rollout", "--domain", "bfcl-mt-base",
+                           "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "bfcl-eval 2025.7.9 is installed but the BFCL domains need 2025.6.8" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_ci_requirements_pin_the_version_the_domains_require():

@@ -8,7 +8,8 @@ Four domains, registered in :data:`muarl.domains.DOMAINS`, one per category, eac
 * ``bfcl-mt-long-context``: the base scenarios with BFCL's filler data in the simulated APIs.
 
 The simulated APIs are BFCL's own backend classes and the data is BFCL's, both read at run time from the
-pinned ``bfcl-eval`` release installed without its dependencies (see :mod:`muarl.domains.bfcl.upstream`);
+pinned ``bfcl-eval`` release installed without its dependencies (see :mod:`muarl.domains.bfcl.upstream`;
+the factories take the registry's ``data_dir`` argument and ignore it: the package is where the data is);
 tasks, tool schemas and the scripted user are built in :mod:`~muarl.domains.bfcl.domain`, the verdict is
 BFCL's state and response checks (:mod:`~muarl.domains.bfcl.checker`).
 
@@ -36,16 +37,16 @@ MAX_TURNS = 60  # agent turns: the longest entry's possible answer, one call per
 
 
 def mt_base(data_dir: DataDir = None) -> BfclDomain:
-    return load_category("base", "bfcl-mt-base", data_dir)
+    return load_category("base", "bfcl-mt-base")
 
 
 def mt_miss_func(data_dir: DataDir = None) -> BfclDomain:
-    return load_category("miss_func", "bfcl-mt-miss-func", data_dir)
+    return load_category("miss_func", "bfcl-mt-miss-func")
 
 
 def mt_miss_param(data_dir: DataDir = None) -> BfclDomain:
-    return load_category("miss_param", "bfcl-mt-miss-param", data_dir)
+    return load_category("miss_param", "bfcl-mt-miss-param")
 
 
 def mt_long_context(data_dir: DataDir = None) -> BfclDomain:
-    return load_category("long_context", "bfcl-mt-long-context", data_dir)
+    return load_category("long_context", "bfcl-mt-long-context")

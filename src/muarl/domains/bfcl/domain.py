@@ -15,7 +15,6 @@ the default ``outcome`` reward scores these domains as BFCL does.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -144,12 +143,12 @@ def _task(entry: dict[str, Any], domain_name: str, category: str, docs: dict[str
     )
 
 
-def load_category(category: str, domain_name: str, data_dir: str | os.PathLike[str] | None = None) -> BfclDomain:
+def load_category(category: str, domain_name: str) -> BfclDomain:
     """The BFCL multi-turn category (one of :data:`upstream.CATEGORIES`) as a domain named ``domain_name``."""
-    docs_by_class = upstream.function_docs(data_dir)
+    docs_by_class = upstream.function_docs()
     docs = {d["name"]: d for ds in docs_by_class.values() for d in ds}
     class_of = {d["name"]: cls for cls, ds in docs_by_class.items() for d in ds}
-    entries = {e["id"]: e for e in upstream.entries(category, data_dir)}
+    entries = {e["id"]: e for e in upstream.entries(category)}
     tools = ToolRegistry(
         Tool(fn=partial(_call_backend, name), spec=tool_spec(doc), required=frozenset(doc["parameters"].get("required", [])), typed=False)
         for name, doc in docs.items()

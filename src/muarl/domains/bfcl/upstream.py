@@ -13,15 +13,15 @@ Version :data:`PINNED_VERSION` is required. It is the first release on the packa
 changelog, holds the v3 multi-turn data and backends of the last v3 leaderboard update (June 14, 2025): the
 next change to them (June 15, ``TravelAPI.book_flight`` losing its ``travel_cost`` argument) came after it,
 and later releases (2025.7.9 changes 20-43 entries per category; the v4 releases rename the files and
-change about half) do not match the published v3 multi-turn numbers. Nothing of the wheel is copied into muarl; its data is read at run time from the installed
-package, or from ``data_dir`` (a copy of the wheel's ``bfcl_eval/data`` directory) when one is given.
+change about half) do not match the published v3 multi-turn numbers. Nothing of the wheel is copied into muarl;
+its data is read at run time from the installed package, the one place it is (so a data directory given for
+other benchmarks, as ``muarl eval-suite --data-dir`` gives every suite, does not concern these domains).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ _BACKEND_PACKAGE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 
 
 class BfclUnavailable(InputError, FileNotFoundError):
-    """The pinned ``bfcl-eval`` package (or the data directory given instead of its data) is not there."""
+    """The pinned ``bfcl-eval`` package is not installed (or another version is), or its data is damaged."""
 
 
 def installed_version() -> str | None:
@@ -77,18 +77,12 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(f"{_BACKEND_PACKAGE}.{module}"), name)
 
 
-def data_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The directory holding ``BFCL_v3_multi_turn_*.json``, ``possible_answer/`` and ``multi_turn_func_doc/``."""
+def data_root() -> Path:
+    """The installed package's data: ``BFCL_v3_multi_turn_*.json``, ``possible_answer/``, ``multi_turn_func_doc/``."""
     require_package()
-    if data_dir is not None:
-        root = Path(data_dir).expanduser()
-    else:
-        import bfcl_eval
+    import bfcl_eval
 
-        root = Path(bfcl_eval.__file__).parent / "data"
-    if not (root / "multi_turn_func_doc").is_dir():
-        raise BfclUnavailable(f"{root} is not a BFCL data directory (no multi_turn_func_doc/ in it)")
-    return root
+    return Path(bfcl_eval.__file__).parent / "data"
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -102,9 +96,9 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
         raise BfclUnavailable(f"{path}: line {exc.lineno} is not JSON ({exc.msg})") from None
 
 
-def entries(category: str, data_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+def entries(category: str) -> list[dict[str, Any]]:
     """The category's test entries, each with its ``ground_truth`` (a list per turn of call strings) added."""
-    root = data_root(data_dir)
+    root = data_root()
     questions = read_lines(root / f"BFCL_v3_multi_turn_{category}.json")
     answers = {a["id"]: a["ground_truth"] for a in read_lines(root / "possible_answer" / f"BFCL_v3_multi_turn_{category}.json")}
     missing = [q["id"] for q in questions if q["id"] not in answers]
@@ -113,7 +107,7 @@ def entries(category: str, data_dir: str | os.PathLike[str] | None = None) -> li
     return [{**q, "ground_truth": answers[q["id"]]} for q in questions]
 
 
-def function_docs(data_dir: str | os.PathLike[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+def function_docs() -> dict[str, list[dict[str, Any]]]:
     """Each backend class's function documentation, as BFCL gives it to models."""
-    root = data_root(data_dir) / "multi_turn_func_doc"
+    root = data_root() / "multi_turn_func_doc"
     return {name: read_lines(root / doc) for name, (_, doc) in BACKENDS.items()}
