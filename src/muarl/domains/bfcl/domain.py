@@ -144,7 +144,7 @@ def _task(entry: dict[str, Any], domain_name: str, category: str, docs: dict[str
 
 
 def load_category(category: str, domain_name: str) -> BfclDomain:
-    """The BFCL multi-turn category (one of :data:`upstream.CATEGORIES`) as a domain named ``domain_name``."""
+    """The BFCL multi-turn category (a value of :data:`muarl.domains.bfcl.BFCL_SUITE`) as a domain named ``domain_name``."""
     docs_by_class = upstream.function_docs()
     docs = {d["name"]: d for ds in docs_by_class.values() for d in ds}
     class_of = {d["name"]: cls for cls, ds in docs_by_class.items() for d in ds}

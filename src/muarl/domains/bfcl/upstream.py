@@ -30,9 +30,7 @@ from muarl.errors import InputError
 
 PINNED_VERSION = "2025.6.8"
 PACKAGE = "bfcl-eval"
-INSTALL_HINT = "pip install --no-deps -r requirements-bfcl.txt (bfcl-eval==2025.6.8, with mpmath)"
-
-CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
+INSTALL_HINT = f"pip install --no-deps -r requirements-bfcl.txt ({PACKAGE}=={PINNED_VERSION}, with mpmath)"
 
 # BFCL's class name -> (module under bfcl_eval's backend package, function-doc file)
 BACKENDS: dict[str, tuple[str, str]] = {
