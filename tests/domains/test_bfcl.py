@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from domain_data import load_or_skip
 from muarl.cli import main
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS, upstream
+from muarl.domains.base import ToolError
 from muarl.domains.bfcl.calls import CallSyntaxError, format_call, parse_call
 from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.rollout.episode import LoopConfig, run_episode
@@ -136,6 +137,16 @@ def test_each_entry_is_offered_only_its_classes_functions():
     assert all(s.parameters["type"] == "object" for s in specs)
     types = {p.get("type") for s in specs for p in s.parameters["properties"].values()}
     assert "dict" not in types and "float" not in types
+
+
+def test_integers_beyond_json_range_are_refused_before_a_backend_computes_with_them():
+    """MathAPI.power would raise 10**30 to the 10**30th power and never return."""
+    domain = load_or_skip("bfcl-mt-base")
+    task = next(t for t in domain.tasks("test") if "MathAPI" in t.metadata["involved_classes"])
+    state = domain.new_state(task)
+    with pytest.raises(ToolError, match="beyond"):
+        domain.run_tool(state, "power", {"base": 10**30, "exponent": 10**30})
+    assert json.loads(domain.run_tool(state, "power", {"base": 2, "exponent": 10})) == {"result": 1024}
 
 
 def test_calls_are_parsed_as_literals_and_never_run():

@@ -69,6 +69,8 @@ class BfclState:
         method = self.methods.get(name)
         if method is None:
             raise ToolError(f"no function {name!r} in this entry's classes {sorted(self.instances)}")
+        if _has_huge_integer(kwargs):
+            raise ToolError(f"an integer argument of {name} is beyond ±2**53, the range JSON numbers hold exactly")
         return render(method(**clone(dict(kwargs))))
 
     def result(self, name: str, kwargs: Mapping[str, Any]) -> str:
@@ -98,6 +100,22 @@ class BfclState:
 
 
 _MISSING = object()
+_JSON_SAFE_INTEGER = 2**53
+
+
+def _has_huge_integer(value: Any) -> bool:
+    """Whether an argument holds an integer beyond JSON's exact range. The backends compute with Python integers
+    unboundedly (``power(base=10**30, exponent=10**30)`` would never return and fill memory), and no BFCL
+    entry comes near the bound (its largest is 987654), so such calls are refused rather than run."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > _JSON_SAFE_INTEGER
+    if isinstance(value, Mapping):
+        return any(_has_huge_integer(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_huge_integer(v) for v in value)
+    return False
 
 
 def _plain(value: Any, path: set[int]) -> Any:
