@@ -132,7 +132,9 @@ class BatchedGenerator:
         return next(self.model.parameters()).device
 
     def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
-        """Prefill waiting requests (one forward each) and move the unfinished ones into the batch."""
+        """Prefill waiting requests (one forward each) and move the unfinished ones into the batch, all in one
+        ``RowBatch.add`` (one copy of the batch at most, however many join)."""
+        joining = []
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
             feed = torch.tensor([request.feed], device=self._device())
@@ -144,9 +146,12 @@ class BatchedGenerator:
             if finished:
                 self._finish(request, request.cache)
             else:
-                batch.add(request.cache)
-                request.cache = None  # the batch holds it now
-                rows.append(request)
+                rows.append(request)  # in ``rows`` at once, so that a later forward that raises fails it too
+                joining.append(request)
+        if joining:
+            batch.add([request.cache for request in joining])
+        for request in joining:
+            request.cache = None  # the batch holds a copy now
 
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         device = self._device()
