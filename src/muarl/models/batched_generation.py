@@ -9,7 +9,8 @@ request is left:
 1. yield to the event loop until no more requests arrive (every episode that can reach its next turn
    without the model has done so: tool calls and scripted users are plain Python);
 2. admit waiting requests, up to ``max_rows``: each row's new ids (tool results, user reply, generation
-   prompt) are prefilled on its own cache, and its first token is sampled from that forward;
+   prompt) are prefilled on its own cache, and its first token is sampled from that forward; the rows not
+   finished by it then join the batch together (one ``RowBatch.add``);
 3. one decode step for the whole batch: the last sampled token of every row, its true position, a
    left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`); then each row samples its next
    token with its own generator;
