@@ -215,7 +215,8 @@ class RowBatch:
     - otherwise the batch is rebuilt once, directly into new storage with headroom on both sides;
     - a leaving row is copied out (its real tokens only, into storage with headroom for its next turn); the
       rows after it move down one slot each (order kept), and padding no remaining row needs is dropped by
-      moving the window's start, not by copying.
+      moving the window's start, not by copying. So the storage does not shrink as rows leave: it is freed
+      when the batch empties or is rebuilt, or when its layers outgrow it (they then copy only the rows in use).
 
     What the model sees is what it saw when every change rebuilt the batch: the same rows in the same order,
     the same width, zeros in every padding position (the attention mask hides them, and zeros, unlike
