@@ -468,6 +468,11 @@ class Domain:
         """What the agent is told first: the domain policy (as in τ-bench)."""
         return self.policy
 
+    def task_tools(self, task: Task) -> ToolRegistry:
+        """The tools an episode of ``task`` offers the agent: the domain's, unless its tasks each bring their own
+        (ACEBench's entries each list the functions the model may call)."""
+        return self.tools
+
     def run_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one agent tool; raises :class:`ToolError` for refusals and unknown tools."""
         t = self.tools.get(name)
