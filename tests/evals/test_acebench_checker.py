@@ -90,3 +90,26 @@ def test_special_phrase_checks():
     assert not check_special("irrelevant", "[book_table(city='x')]", "").valid
     for kind, possible in (("incomplete", {"api": ["a ", " b"]}), ("error_param", wrong), ("irrelevant", "")):
         assert check_special(kind, special_answer(kind, possible), possible).valid
+
+
+def test_agent_end_state_compares_only_what_the_possible_answer_lists():
+    from muarl.evals.acebench_checker import check_agent
+
+    expected = [{"BaseApi": {"wifi": True, "logged_in": True}}, {"MessageApi": {"inbox": {"1": {"message": "hi"}}}}]
+    final = [{"BaseApi": {"wifi": True, "logged_in": True}}, {"MessageApi": {"inbox": {"1": {"message": "hi"}, "9": {"message": "extra"}}}}]
+    assert check_agent(final, expected).valid  # a message the answer does not list is not compared
+    assert not check_agent([final[0], {"MessageApi": {"inbox": {"1": {"message": "bye"}}}}], expected).valid
+    assert not check_agent([{"BaseApi": {"wifi": False, "logged_in": True}}, final[1]], expected).valid
+    assert not check_agent([], expected).valid  # the agent never made a call
+    assert not check_agent([{"BaseApi": {"wifi": True, "logged_in": True, "other": 1}}, final[1]], expected).valid
+
+
+def test_process_accuracy_finds_the_milestones_in_order():
+    from muarl.evals.acebench_checker import milestone_text, process_accuracy
+
+    step = milestone_text(calls(("send_message", {"sender_name": "Eve", "message": "Domino's"})))
+    assert step == "[send_message(sender_name='Eve', message='Domino's')]"  # written as ACEBench's milestones are
+    assert process_accuracy(["[a()]", "[x()]", "[b()]"], ["[a()]", "[b()]"]) == 1.0
+    assert process_accuracy(["[b()]", "[a()]"], ["[a()]", "[b()]"]) == 0.5
+    assert process_accuracy(["[c()]"], [["[a()]"], ["[c()]", "[d()]"]]) == 0.5
+    assert process_accuracy([], []) == 1.0

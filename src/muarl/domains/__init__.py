@@ -20,6 +20,7 @@ DOMAINS: dict[str, str] = {
     "tau2-airline": "muarl.domains.tau:tau2_airline",
     "acebench-normal": "muarl.domains.acebench:acebench_normal",
     "acebench-special": "muarl.domains.acebench:acebench_special",
+    "acebench-agent": "muarl.domains.acebench.agent:acebench_agent",
 }
 
 DEFAULT_DOMAIN = "clinic"

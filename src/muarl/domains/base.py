@@ -447,7 +447,9 @@ class Domain:
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
-    def new_state(self) -> State:
+    def new_state(self, task: Task | None = None) -> State:
+        """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
+        agent entries) start it from ``task``'s."""
         return State(self.base)
 
     def tasks(self, split: str) -> list[Task]:

@@ -93,9 +93,10 @@ def _call(node: ast.Call) -> Call:
     return {_dotted(node.func): {kw.arg: _literal(kw.value) for kw in node.keywords}}
 
 
-def parse_answer(text: str) -> list[Call]:
-    """The calls of an answer text ``[Api(a=1), Other(b='x')]``, whitespace removed first as ACEBench does."""
-    squeezed = "".join(text.split())
+def parse_answer(text: str, squeeze: bool = True) -> list[Call]:
+    """The calls of an answer text ``[Api(a=1), Other(b='x')]``, whitespace removed first as ACEBench does when
+    it scores one answer (``squeeze``; its agent scenarios run the calls as written)."""
+    squeezed = "".join(text.split()) if squeeze else text.strip()
     try:
         tree = ast.parse(squeezed, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -144,8 +145,10 @@ def first_answer(messages: Sequence[Message]) -> Message | None:
     return next((m for m in messages if m.role == "assistant"), None)
 
 
-def answer_calls(answer: Message) -> list[Call]:
-    """The calls an answer makes: its tool calls (arguments as JSON), else its text in ACEBench's syntax."""
+def answer_calls(answer: Message, squeeze: bool = True) -> list[Call]:
+    """The calls an answer makes: its tool calls (arguments as JSON), else its text in ACEBench's syntax; with
+    whitespace removed as ACEBench does when it scores one answer (``squeeze``)."""
+    keep = _squeeze if squeeze else (lambda value: value)
     if answer.tool_calls:
         calls = []
         for tc in answer.tool_calls:
@@ -155,9 +158,9 @@ def answer_calls(answer: Message) -> list[Call]:
                 raise AnswerSyntaxError(f"arguments of {tc.name} are not JSON") from None
             if not isinstance(args, dict):
                 raise AnswerSyntaxError(f"arguments of {tc.name} are not an object")
-            calls.append({_squeeze(tc.name): _squeeze(args)})
+            calls.append({keep(tc.name): keep(args)})
         return calls
-    return parse_answer(answer.content or "")
+    return parse_answer(answer.content or "", squeeze)
 
 
 def answer_text(answer: Message | None) -> str:
@@ -390,6 +393,74 @@ def special_answer(kind: str, possible: Any) -> str:
     return "; ".join(f"{INCORRECT} ({','.join(values)}) for the parameters ({name}) in the conversation history." for name, values in possible.items())
 
 
+# ---------------------------------------------------------------- the agent category: end state and process
+
+
+def check_agent(final: Sequence[Mapping[str, Any]], possible: Sequence[Mapping[str, Any]]) -> Verdict:
+    """ACEBench's end-to-end verdict: ``final`` is each involved scenario class's saved attributes (empty when the
+    agent never made a call), ``possible`` the expected ones. Every attribute compared must equal the expected one;
+    of an expected mapping (the inbox, the accounts) only the keys it lists are compared."""
+    if len(final) != len(possible):
+        return Verdict(False, "wrong number of classes")
+    for expected in possible:
+        got = next((m for m in final if set(m) == set(expected)), None)
+        if got is None:
+            continue  # ACEBench keeps the previous class's verdict here
+        (name, want), = expected.items()
+        for attr, value in next(iter(got.values())).items():
+            if attr not in want:
+                return Verdict(False, f"{name}.{attr} is not in the possible answer")
+            if isinstance(want[attr], dict):
+                wrong = [k for k, v in want[attr].items() if k not in value or value[k] != v]
+                if wrong:
+                    return Verdict(False, f"{name}.{attr} differs at {wrong[:3]}")
+            elif want[attr] != value:
+                return Verdict(False, f"{name}.{attr} differs")
+    return Verdict(True)
+
+
+def _literal_text(value: Any) -> str:
+    """A value as agents write it in ACEBench's call syntax: strings in single quotes, unescaped."""
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal_text(k)}: {_literal_text(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def milestone_text(message: Message) -> str:
+    """An agent's tool-call message as one step of ACEBench's process (``[api(key='value')]``)."""
+    parts = []
+    for tc in message.tool_calls or []:
+        try:
+            args = json.loads(tc.arguments) if tc.arguments.strip() else {}
+        except ValueError:
+            args = {}
+        args = args if isinstance(args, dict) else {}
+        parts.append(f"{tc.name}(" + ", ".join(f"{k}={_literal_text(v)}" for k, v in args.items()) + ")")
+    return "[" + ", ".join(parts) + "]"
+
+
+def process_accuracy(steps: Sequence[str], milestones: Sequence[Any]) -> float:
+    """The share of a milestone path found, in order, among the agent's steps (the best path if several)."""
+    paths = milestones if milestones and isinstance(milestones[0], list) else [milestones]
+    best = 0.0
+    for path in paths:
+        if not path:
+            return 1.0
+        found, i = 0, 0
+        for stone in path:
+            while i < len(steps):
+                i += 1
+                if steps[i - 1].strip() == stone.strip():
+                    found += 1
+                    break
+        best = max(best, round(found / len(path), 3))
+    return best
+
+
 # ---------------------------------------------------------------- the reward
 
 
@@ -404,7 +475,25 @@ def verdict(task: Task, messages: Sequence[Message]) -> Verdict:
 
 
 def acebench_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:
-    """1.0 when ACEBench's checker would accept the agent's answer; the answer and the reason are in ``details``."""
+    """1.0 when ACEBench's checker would accept the agent's answer (or, for agent entries, its end state); the answer,
+    the reason and an agent entry's process accuracy are in ``details``."""
+    if task.metadata["category"].startswith("agent_"):
+        return _agent_reward(domain, task, final_hash, messages)
     v = verdict(task, messages)
     return RewardInfo(reward=float(v.valid), success=v.valid, state_match=True, final_hash=final_hash, gold_hash=final_hash,
                       details={"answer": answer_text(first_answer(messages)), "error": v.error})
+
+
+def _agent_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo:
+    """End-to-end verdict on the state the agent's calls reached (rebuilt by running them again on the task's
+    starting state, which must give the episode's final hash), and process accuracy over its call messages."""
+    state = domain.rerun(task, messages)  # type: ignore[attr-defined]
+    steps = [milestone_text(m) for m in messages if m.role == "assistant" and m.tool_calls]
+    if state.hash() != final_hash:
+        v = Verdict(False, "the calls do not reproduce the episode's final state")
+    else:
+        final = domain.class_view(state, task) if steps else []  # type: ignore[attr-defined]
+        v = check_agent(json.loads(json.dumps(final)), task.metadata["possible_answer"])
+    process = 1.0 if v.valid else process_accuracy(steps, task.metadata["milestones"])
+    return RewardInfo(reward=float(v.valid), success=v.valid, state_match=v.valid, final_hash=final_hash, gold_hash=final_hash,
+                      details={"error": v.error, "process_accuracy": process, "steps": steps})

@@ -33,6 +33,7 @@ from muarl.reward import make_reward
 from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
+from muarl.rollout.world import WorldConfig, make_world_user
 from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
 
@@ -49,16 +50,20 @@ class SuiteEntry:
     parallel_tool_calls: bool = False
     unit: Literal["task", "conversation"] = "task"  # conversation: Task.metadata["conversation"] groups the tasks
     group: str | None = None  # the suite's score group (ACEBench: normal / special / agent)
+    process: bool = False  # report process accuracy (a conversation's share of steps, or the reward's process_accuracy)
+    user: str | None = None  # a user spec this category always uses, whatever the run's (ACEBench multi-step: scripted)
 
 
 def _acebench() -> list[SuiteEntry]:
     from muarl.domains.acebench import NORMAL_SPLITS, SPECIAL_SPLITS  # names only: no data is read
 
     one = {"reward": "acebench", "max_turns": 1, "parallel_tool_calls": True}
-    rows = [SuiteEntry(f"normal_{s}", "acebench-normal", s, unit="conversation" if s.startswith("multi_turn") else "task", group="normal", **one)
-            for s in NORMAL_SPLITS]
+    rows = [SuiteEntry(f"normal_{s}", "acebench-normal", s, group="normal", **one,
+                       **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
-    rows += [SuiteEntry(f"agent_{s}", "acebench-agent", s, reward="acebench", group="agent") for s in ("multi_turn", "multi_step")]
+    agent = {"reward": "acebench", "parallel_tool_calls": True, "group": "agent", "process": True}
+    rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
+             SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows
 
 
@@ -98,12 +103,13 @@ class CategoryResult:
     status: Literal["ran", "skipped"]
     reason: str = ""  # why it was skipped
     group: str | None = None
+    unit: str = "task"
     n_tasks: int = 0
     n_units: int = 0  # units scored (tasks, or conversations)
     n_errored: int = 0  # errored episodes (never scored)
     accuracy: float | None = None
     ci95: tuple[float, float] | None = None
-    process_accuracy: float | None = None  # conversations only: mean share of steps solved
+    process_accuracy: float | None = None  # see SuiteEntry.process
     episodes: str = ""
 
 
@@ -148,17 +154,23 @@ def _split(entry: SuiteEntry, domain: Domain) -> str:
     return "test" if "test" in domain.splits else domain.splits[-1]
 
 
+def _process(episode: Episode) -> float:
+    """An episode's process score: the reward's ``process_accuracy`` if it gives one, else its success."""
+    given = episode.reward.details.get("process_accuracy") if episode.reward else None
+    return float(succeeded(episode)) if given is None else given
+
+
 def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[float], list[float]]:
     """(end, process) score per unit: a unit's end score is the share of trials in which every one of its tasks
-    succeeded, its process score the share of its finished episodes that succeeded."""
-    by_unit: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    succeeded, its process score the mean process score of its finished episodes."""
+    by_unit: dict[str, dict[int, list[Episode]]] = defaultdict(lambda: defaultdict(list))
     for ep in episodes:
         if not ep.errored:
-            by_unit[units.get(ep.task_id, ep.task_id)][ep.trial].append(succeeded(ep))
+            by_unit[units.get(ep.task_id, ep.task_id)][ep.trial].append(ep)
     end, process = [], []
     for trials in by_unit.values():
-        end.append(sum(all(oks) for oks in trials.values()) / len(trials))
-        flat = [ok for oks in trials.values() for ok in oks]
+        end.append(sum(all(succeeded(e) for e in eps) for eps in trials.values()) / len(trials))
+        flat = [_process(e) for eps in trials.values() for e in eps]
         process.append(sum(flat) / len(flat))
     return end, process
 
@@ -173,7 +185,7 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
     if end:
         result.accuracy = sum(end) / len(end)
         result.ci95 = paired_bootstrap_ci(end, draws=bootstrap) if bootstrap else None
-        if entry.unit == "conversation":
+        if entry.process:
             result.process_accuracy = sum(process) / len(process)
 
 
@@ -186,7 +198,7 @@ async def run_suite(
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
-        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group)
+        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group, unit=entry.unit)
         report.categories.append(result)
         if entry.domain not in installed:
             result.reason = f"domain {entry.domain!r} is not installed"
@@ -199,9 +211,12 @@ async def run_suite(
             result.reason = " ".join(str(exc).split())
             continue
         path = out / entry.category / EPISODES_FILE
+        own_user = make_world_user(WorldConfig(user=entry.user)) if entry.user else None
         loop = LoopConfig(max_turns=entry.max_turns or max_turns, parallel_tool_calls=entry.parallel_tool_calls)
-        await run_many(domain, tasks, agent, user, trials=trials, concurrency=concurrency, out=path, resume=resume, seed=seed,
+        await run_many(domain, tasks, agent, own_user or user, trials=trials, concurrency=concurrency, out=path, resume=resume, seed=seed,
                        config=loop, reward_fn=make_reward(entry.reward), progress=progress, desc=entry.category, keep_episodes=False)
+        if own_user:
+            await own_user.aclose()
         episodes, _ = read_episodes(path, outcomes_only=True)
         result.status, result.episodes = "ran", str(path)
         score_category(result, entry, tasks, episodes, bootstrap)
@@ -218,7 +233,7 @@ def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
     for c in report.categories:
         rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "errored", "note"]])
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
-        unit = f"{c.n_units} conv." if c.process_accuracy is not None else str(c.n_units)
+        unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
         rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
                      str(c.n_errored) if c.status == "ran" else "–", c.reason and f"skipped: {c.reason}"])
     for suite, rows in tables.items():

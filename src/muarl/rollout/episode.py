@@ -62,9 +62,11 @@ async def execute_call(offered: ToolRegistry, backend: ToolBackend, call: ToolCa
     )
 
 
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+
+
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
-    msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
-    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {NOT_EXECUTED}", error=NOT_EXECUTED, error_kind="not_executed")
 
 
 async def _act_within_context(session: AgentSession, messages: list[Message]) -> AgentTurn | None:
