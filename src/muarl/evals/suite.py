@@ -10,8 +10,10 @@ benchmark's categories to a suite is adding rows here once its domains exist.
 A category's accuracy is the mean over its *units* of their success, with a 95% bootstrap interval over
 units: a unit is a task, except in ACEBench's normal multi-turn categories, where it is a conversation (its
 steps are tasks, and it counts as solved when all of them are, as ACEBench scores it); *process accuracy*
-is then the mean share of a conversation's steps solved. ACEBench's overall score weights its groups'
-unweighted category means as its repository does: normal 0.578, special 0.2676, agent 0.1545.
+is then the mean share of a conversation's steps solved (for agent entries, the reward's own process accuracy).
+ACEBench's overall score weights its groups' unweighted category means as its repository does: normal 0.578,
+special 0.2676, agent 0.1545; it is given only when every category of the three ran and none covers only part of
+the benchmark (``SuiteEntry.incomplete``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class SuiteEntry:
     group: str | None = None  # the suite's score group (ACEBench: normal / special / agent)
     process: bool = False  # report process accuracy (a conversation's share of steps, or the reward's process_accuracy)
     user: str | None = None  # a user spec this category always uses, whatever the run's (ACEBench multi-step: scripted)
+    incomplete: str = ""  # why the category covers less than the benchmark's (then no overall score uses it)
 
 
 def _acebench() -> list[SuiteEntry]:
@@ -62,7 +65,7 @@ def _acebench() -> list[SuiteEntry]:
                        **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
     agent = {"reward": "acebench", "parallel_tool_calls": True, "group": "agent", "process": True}
-    rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
+    rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", incomplete="phone entries only (20 of 30): the travel scenario is not built", **agent),
              SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows
 
@@ -102,6 +105,7 @@ class CategoryResult:
     split: str | None
     status: Literal["ran", "skipped"]
     reason: str = ""  # why it was skipped
+    incomplete: str = ""  # see SuiteEntry.incomplete
     group: str | None = None
     unit: str = "task"
     n_tasks: int = 0
@@ -137,6 +141,9 @@ class SuiteReport:
         missing = [g for g in weights if g not in groups]
         if missing:
             return None, f"group(s) {missing} did not run in full"
+        partial = [c.category for c in self.categories if c.suite == suite and c.group in weights and c.incomplete]
+        if partial:
+            return None, f"{partial} cover(s) only part of the benchmark"
         return sum(w * groups[g] for g, w in weights.items()), ""
 
     def to_json(self) -> dict[str, Any]:
@@ -198,7 +205,8 @@ async def run_suite(
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
-        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group, unit=entry.unit)
+        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group, unit=entry.unit,
+                                incomplete=entry.incomplete)
         report.categories.append(result)
         if entry.domain not in installed:
             result.reason = f"domain {entry.domain!r} is not installed"
@@ -235,7 +243,7 @@ def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
         rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
-                     str(c.n_errored) if c.status == "ran" else "–", c.reason and f"skipped: {c.reason}"])
+                     str(c.n_errored) if c.status == "ran" else "–", f"skipped: {c.reason}" if c.reason else c.incomplete])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
             rows.append([f"{group} (mean)", "", _pct(value), "", "", "", ""])
