@@ -30,7 +30,7 @@ import types
 from pathlib import Path
 
 from muarl.domains import load_domain
-from muarl.evals.acebench_checker import answer_calls, answer_text, check_normal, render_calls
+from muarl.evals.acebench_checker import AnswerSyntaxError, answer_calls, answer_text, check_normal, render_calls
 from muarl.rollout.store import EPISODES_FILE, latest_per_key, read_episodes
 from muarl.types import Message, ToolCall
 
@@ -83,7 +83,11 @@ def _upstream_agent(up, path: Path, category: str, tasks: list, episodes: dict) 
         execution = EXECUTION_STEP("muarl", task.metadata["initial_config"], task.metadata["involved_classes"], f"{task.id}_{id(task)}", "en")
         instances = []
         for message in steps:
-            _, instance = execution.respond([{"message": render_calls(answer_calls(message, squeeze=False))}])
+            try:
+                text = render_calls(answer_calls(message, squeeze=False))
+            except AnswerSyntaxError:  # arguments that are not a JSON object: text upstream cannot parse either
+                text = " ".join(f"{tc.name}({tc.arguments})" for tc in message.tool_calls)
+            _, instance = execution.respond([{"message": text}])
             if instance and instance not in instances:
                 instances.append(instance)
         final = [{name: {k: v for k, v in vars(obj).items() if k in saved[name]}} for inst in instances for name, obj in inst.items()]
