@@ -155,41 +155,34 @@ def search_messages(state: State, user_name: str, keyword: str) -> Result:
     return {"status": True, "messages": found} if found else _refuse("No messages found containing the keyword")
 
 
-def _dated_message(state: State, pick_later: bool) -> Result | None:
+def _dated_message(state: State, latest: bool) -> Result:
     """The id of the latest (or earliest) message by date; a message sent during the episode has no date, and
     asking then fails as in ACEBench."""
+    which = "latest" if latest else "earliest"
     if not state.get("device", "logged_in"):
-        return None
+        return _refuse(f"Device not logged in, unable to retrieve the {which} sent message ID.")
+    if not state.table("inbox"):
+        return _refuse("No message records found")
     best_id, best_time = None, None
     for message_id, message in state.table("inbox").items():
         if "time" not in message:
             raise ToolError("'time'")
         when = datetime.strptime(message["time"], "%Y-%m-%d")
-        if best_time is None or (when > best_time if pick_later else when < best_time):
+        if best_time is None or (when > best_time if latest else when < best_time):
             best_id, best_time = int(message_id), when
-    return {"message_id": best_id}
+    return {"status": True, "message": f"The {which} message ID is {best_id}", "message_id": best_id}
 
 
 @tool("read")
 def get_latest_message_id(state: State) -> Result:
     """Get the ID of the most recently sent message."""
-    if not state.table("inbox") and state.get("device", "logged_in"):
-        return _refuse("No message records found")
-    found = _dated_message(state, pick_later=True)
-    if found is None:
-        return _refuse("Device not logged in, unable to retrieve the latest sent message ID.")
-    return {"status": True, "message": f"The latest message ID is {found['message_id']}", **found}
+    return _dated_message(state, latest=True)
 
 
 @tool("read")
 def get_earliest_message_id(state: State) -> Result:
     """Get the ID of the earliest sent message."""
-    if not state.table("inbox") and state.get("device", "logged_in"):
-        return _refuse("No message records found")
-    found = _dated_message(state, pick_later=False)
-    if found is None:
-        return _refuse("Device not logged in, unable to retrieve the earliest sent message ID.")
-    return {"status": True, "message": f"The earliest message ID is {found['message_id']}", **found}
+    return _dated_message(state, latest=False)
 
 
 # ---------------------------------------------------------------- reminders
