@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "export": "muarl.cli.export:export",
     "export-verl": "muarl.cli.export_verl:export_verl",
     "serve": "muarl.cli.serve:serve",
+    "demo": "muarl.cli.demo:demo",
 }
 
 
