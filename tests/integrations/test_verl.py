@@ -78,11 +78,27 @@ def verl_config(model_dir: Path, loops_yaml: Path, *overrides: str):
             "data.max_prompt_length=1024", *overrides])
 
 
-def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, model_dir):
+def run_row_in_verl(tmp_path: Path, model_dir: Path, world: dict):
+    """The first row of ``tmp_path/data/rl_train.parquet`` through verl's AgentLoopWorker, our loop registered
+    by name in the agent-loop YAML with ``world`` settings: (the output batch, the server manager)."""
     import yaml
     from verl.experimental.agent_loop import AgentLoopWorker
     from verl.protocol import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    loops = tmp_path / "agent_loops.yaml"
+    loops.write_text(yaml.safe_dump([{"name": "muarl", "_target_": "muarl.integrations.verl.MuarlAgentLoop",
+                                      "chat_format": "chatml-hermes", "max_new_tokens": MAX_NEW_TOKENS, **world}]))
+    config = verl_config(model_dir, loops)
+    manager = LocalServerManager(LocalChatClient(local_policy(str(model_dir), precision="fp32")))
+    worker = AgentLoopWorker(config, manager)
+    dataset = RLHFDataset([str(tmp_path / "data" / "rl_train.parquet")], worker.tokenizer, config.data)
+    batch = DataProto.from_single_dict(collate_fn([dataset[0]]))
+    return asyncio.run(worker.generate_sequences(batch)), manager
+
+
+def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, model_dir):
+    import yaml
 
     runner = CliRunner()
     exported = runner.invoke(main, ["export-verl", "--domain", "toy", "--split", "train", "--seed", "7", "--out", str(tmp_path / "data")])
@@ -97,16 +113,7 @@ def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, mode
         rolled = runner.invoke(main, ["rollout", "--config", str(tmp_path / "rollout.yaml"), "--out", str(tmp_path / "run"), "--quiet"])
         assert rolled.exit_code == 0, rolled.output
         (ours,), _ = read_episodes(tmp_path / "run" / "episodes.jsonl")
-        # the same row through verl: our loop registered by name in the agent-loop YAML
-        loops = tmp_path / "agent_loops.yaml"
-        loops.write_text(yaml.safe_dump([{"name": "muarl", "_target_": "muarl.integrations.verl.MuarlAgentLoop",
-                                          "chat_format": "chatml-hermes", "max_new_tokens": MAX_NEW_TOKENS, **world}]))
-        config = verl_config(model_dir, loops)
-        manager = LocalServerManager(LocalChatClient(local_policy(str(model_dir), precision="fp32")))
-        worker = AgentLoopWorker(config, manager)
-        dataset = RLHFDataset([str(tmp_path / "data" / "rl_train.parquet")], worker.tokenizer, config.data)
-        batch = DataProto.from_single_dict(collate_fn([dataset[0]]))
-        out = asyncio.run(worker.generate_sequences(batch))
+        out, manager = run_row_in_verl(tmp_path, model_dir, world)
 
     assert not ours.errored and ours.agent_turns >= 1 and ours.user_usage.requests >= 2  # the user spoke over HTTP
     prompts, responses = out.batch["prompts"][0], out.batch["responses"][0]
@@ -130,6 +137,18 @@ def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, mode
     assert out.non_tensor_batch["muarl_termination"][0] == ours.termination
     assert out.non_tensor_batch["muarl_agent_turns"][0] == ours.agent_turns
     assert out.non_tensor_batch["__num_turns__"][0] == len(ours.messages) - 1
+
+
+def test_an_episode_whose_user_server_fails_is_not_scored_but_fails_the_step(tmp_path, model_dir):
+    from muarl.models.loopback_server import HTTPFailure, LoopbackServer
+
+    def broken(request):
+        raise HTTPFailure(503)
+
+    exported = CliRunner().invoke(main, ["export-verl", "--domain", "toy", "--out", str(tmp_path / "data")])
+    assert exported.exit_code == 0, exported.output
+    with LoopbackServer(broken) as server, pytest.raises(RuntimeError, match="errored: .*503"):
+        run_row_in_verl(tmp_path, model_dir, {**WORLD, "user_base_url": server.base_url})
 
 
 def test_export_verl_refuses_a_test_split_unless_forced(tmp_path):
