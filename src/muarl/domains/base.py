@@ -447,7 +447,9 @@ class Domain:
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
-    def new_state(self) -> State:
+    def new_state(self, task: Task | None = None) -> State:
+        """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
+        agent entries) start it from ``task``'s."""
         return State(self.base)
 
     def tasks(self, split: str) -> list[Task]:
@@ -467,6 +469,11 @@ class Domain:
     def system_prompt(self, task: Task | None = None) -> str:
         """What the agent is told first: the domain policy (as in τ-bench)."""
         return self.policy
+
+    def task_tools(self, task: Task) -> ToolRegistry:
+        """The tools an episode of ``task`` offers the agent: the domain's, unless its tasks each bring their own
+        (ACEBench's entries each list the functions the model may call)."""
+        return self.tools
 
     def run_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one agent tool; raises :class:`ToolError` for refusals and unknown tools."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from muarl.domains.base import ArgumentError, Domain, ToolError
+from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
@@ -31,8 +31,9 @@ class LoopConfig:
     parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
 
 
-async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, turn: int) -> ToolExecution:
-    """Run one tool call; every failure becomes an observation the agent can read."""
+async def execute_call(offered: ToolRegistry, backend: ToolBackend, call: ToolCall, turn: int) -> ToolExecution:
+    """Run one tool call; every failure becomes an observation the agent can read. ``offered``: the tools the
+    episode offers (:meth:`Domain.task_tools`)."""
     start = time.perf_counter()
     arguments = None
     output, error, error_kind = "", None, None
@@ -40,8 +41,8 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
         arguments = call.parsed_arguments()
     except ValueError as exc:  # arguments are not a JSON object
         error_kind, error = "malformed", f"could not parse arguments of {call.name!r}: {exc}"
-    if error is None and call.name not in domain.tools:
-        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {domain.tools.names()}"
+    if error is None and call.name not in offered:
+        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {offered.names()}"
     if error is None:
         try:
             output = await backend.call(call.name, arguments)
@@ -61,9 +62,11 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
     )
 
 
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+
+
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
-    msg = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
-    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {msg}", error=msg, error_kind="not_executed")
+    return ToolExecution(turn=turn, call_id=call.id, name=call.name, output=f"Error: {NOT_EXECUTED}", error=NOT_EXECUTED, error_kind="not_executed")
 
 
 async def _act_within_context(session: AgentSession, messages: list[Message]) -> AgentTurn | None:
@@ -106,7 +109,7 @@ async def run_episode(
     started = time.perf_counter()
     backend: ToolBackend | None = None
     final_hash = ""
-    tools = {t.name: t for t in domain.tools}
+    offered = domain.task_tools(task)
     messages = [Message(role="system", content=domain.system_prompt(task))]
     user_view: list[Message] = []
     executions: list[ToolExecution] = []
@@ -115,7 +118,7 @@ async def run_episode(
     termination: Termination | None = None
     error: str | None = None
     turns = 0
-    session = agent.new_session(task, domain.tools.specs(), seed)
+    session = agent.new_session(task, offered.specs(), seed)
     user_session = user.new_session(task, seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:
@@ -156,10 +159,10 @@ async def run_episode(
                 t0 = time.perf_counter()
                 for i, call in enumerate(msg.tool_calls):
                     run = config.parallel_tool_calls or i == 0
-                    ex = await execute_call(domain, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
+                    ex = await execute_call(offered, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
                     executions.append(ex)
                     messages.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
-                    tool = tools.get(call.name)
+                    tool = offered.get(call.name)
                     if ex.error is None and tool is not None and tool.terminal:
                         termination = "terminal_tool"
                 timing.tools_seconds = time.perf_counter() - t0
