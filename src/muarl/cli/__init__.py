@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "sft": "muarl.cli.train:sft",
     "plot": "muarl.cli.train:plot",
     "export": "muarl.cli.export:export",
+    "export-verl": "muarl.cli.export_verl:export_verl",
     "serve": "muarl.cli.serve:serve",
     "demo": "muarl.cli.demo:demo",
 }
