@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
+Requestor = Literal["assistant", "user"]  # who makes a tool call: the agent, or (in dual-control worlds) the user
 Termination = Literal[
     "user_stop",  # the user said ###STOP###
     "user_transfer",  # the user said ###TRANSFER###
@@ -207,6 +208,7 @@ class Action(_Model):
     name: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     request: int | None = None  # index of the user request it serves (embedded tasks), None when unknown
+    requestor: Requestor = "assistant"  # "user" for an action the user takes on their own device (τ² telecom)
 
 
 class UserRequest(_Model):
@@ -240,6 +242,17 @@ class Task(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+
+
+def executed_calls(trajectory: list[Message]) -> list[tuple[Requestor, ToolCall]]:
+    """The tool calls a trajectory ran, in order, with who made them (a ``user`` message carrying calls is the
+    user's, in dual-control worlds): every call except those the episode loop skipped (:data:`NOT_EXECUTED`)."""
+    skipped = {m.tool_call_id for m in trajectory if m.role == "tool" and m.content == f"Error: {NOT_EXECUTED}"}
+    return [("user" if m.role == "user" else "assistant", call) for m in trajectory if m.role in ("assistant", "user")
+            for call in m.tool_calls or [] if call.id not in skipped]
+
+
 class ToolExecution(_Model):
     """What happened when the loop ran one tool call."""
 
@@ -251,6 +264,7 @@ class ToolExecution(_Model):
     error: str | None = None  # None on success
     error_kind: Literal["malformed", "unknown_tool", "bad_arguments", "tool", "not_executed"] | None = None
     seconds: float = 0.0
+    requestor: Requestor = "assistant"  # "user": a call the simulated user made inside its turn (dual control)
 
 
 class TurnTiming(_Model):

@@ -27,6 +27,10 @@ class ToolBackend(ABC):
     @abstractmethod
     async def call(self, name: str, arguments: dict[str, Any]) -> str: ...
 
+    async def call_user(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run one of the user's own tools (dual-control worlds); a backend that cannot fails the episode."""
+        raise BackendError(f"{type(self).__name__} does not run user tools; use the local tools backend")
+
     @abstractmethod
     async def state_hash(self) -> str: ...
 
@@ -35,14 +39,17 @@ class ToolBackend(ABC):
 
 
 class LocalToolBackend(ToolBackend):
-    """The domain's tools on a fresh in-process state."""
+    """The domain's tools (and the user's, in a dual-control world) on the task's fresh in-process state."""
 
     def __init__(self, domain: Domain, task: Task):
         self.domain = domain
-        self.state: State = domain.new_state()
+        self.state: State = domain.initial_state(task)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         return self.domain.run_tool(self.state, name, arguments)
+
+    async def call_user(self, name: str, arguments: dict[str, Any]) -> str:
+        return self.domain.run_user_tool(self.state, name, arguments)
 
     async def state_hash(self) -> str:
         return self.state.hash()
