@@ -242,6 +242,18 @@ class Task(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def with_user_tool_messages(messages: list[Message], user_tool_messages: list[tuple[int, list[Message]]]) -> list[Message]:
+    """``messages`` with each run of the user's tool traffic inserted before the message at its index."""
+    if not user_tool_messages:
+        return messages
+    merged: list[Message] = []
+    start = 0
+    for index, acted in user_tool_messages:
+        merged += messages[start:index] + acted
+        start = index
+    return merged + messages[start:]
+
+
 NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
 
 
@@ -341,6 +353,14 @@ class Episode(_Model):
     seconds: float = 0.0
     seed: int | None = None
     tokens: TokenTrace | None = None
+    # dual control: the user's own tool calls and their results, each run with the index in ``messages`` of the
+    # user message they came before (the agent never sees them; :meth:`trajectory` puts them back)
+    user_tool_messages: list[tuple[int, list[Message]]] = Field(default_factory=list)
+
+    def trajectory(self) -> list[Message]:
+        """The whole conversation as it happened: the agent's view with the user's tool traffic put back in place
+        (what τ² scores, and what a replay must run); the agent's view itself where the user has no tools."""
+        return with_user_tool_messages(self.messages, self.user_tool_messages)
 
     @property
     def errored(self) -> bool:

@@ -115,3 +115,30 @@ def test_calls_the_loop_skipped_are_not_replayed():
     skipped = Message(role="tool", tool_call_id="b", content=f"Error: {NOT_EXECUTED}")
     turn = Message(role="assistant", tool_calls=[ToolCall(id="a", name="x"), ToolCall(id="b", name="y")])
     assert [c.id for _, c in executed_calls([turn, Message(role="tool", tool_call_id="a", content="ok"), skipped])] == ["a"]
+
+
+def test_recorded_episodes_replay_to_the_same_verdict(tau2_telecom, tmp_path):
+    """The episode file keeps the user's tool traffic, so re-scoring runs the user's calls again too."""
+    from muarl.evals.replay import read_trajectories, replay_all
+
+    path = tmp_path / "episodes.jsonl"
+    tasks = tau2_telecom.tasks("test")[:6]
+    with path.open("w") as f:
+        for task in tasks:
+            for agent in (OracleAgent(), DoNothingAgent()):
+                f.write(episode(tau2_telecom, task, agent).model_dump_json() + "\n")
+    results = replay_all(tau2_telecom, read_trajectories(path, tau2_telecom))
+    assert [r.reward.reward for r in results] == [1.0, 0.0] * len(tasks)
+    assert all(r.agrees for r in results)
+
+
+def test_synthesis_rules_pair_the_agents_calls_with_their_own_executions(tau2_telecom):
+    """The user's executions sit between the agent's in the record; the rules must not pair an agent call with one."""
+    from muarl.synth.validate import RuleConfig, check_rules
+
+    rules = RuleConfig(check_invented_ids=False)  # the oracle knows the task's ids without looking them up
+    for task in tau2_telecom.tasks("test"):
+        ep = episode(tau2_telecom, task, OracleAgent())
+        assert any(e.requestor == "user" for e in ep.tool_executions)
+        verdict = check_rules(ep, tau2_telecom, task, rules)
+        assert verdict.status == "pass", (task.id, verdict.rejections)

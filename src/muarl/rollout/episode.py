@@ -26,7 +26,9 @@ from muarl.domains.base import ArgumentError, Domain, ToolError
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
-from muarl.types import NOT_EXECUTED, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
+from muarl.types import (
+    NOT_EXECUTED, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, with_user_tool_messages,
+)
 from muarl.users.base import UserSimulator
 
 
@@ -96,20 +98,6 @@ async def _close(*parts: AgentSession | ToolBackend | None) -> str | None:
         except Exception as exc:  # noqa: BLE001
             problem = problem or f"closing {type(part).__name__} failed: {type(exc).__name__}: {exc}"
     return problem
-
-
-def with_user_turns(messages: list[Message], user_turns: list[tuple[int, list[Message]]]) -> list[Message]:
-    """The whole trajectory: the agent's view with the user's tool traffic put back where it happened."""
-    if not user_turns:
-        return messages
-    merged: list[Message] = []
-    start = 0
-    for index, acted in user_turns:
-        merged.extend(messages[start:index])
-        merged.extend(acted)
-        start = index
-    merged.extend(messages[start:])
-    return merged
 
 
 async def run_episode(
@@ -219,11 +207,11 @@ async def run_episode(
     if closing_error and error is None:  # not silently dropped; errored episodes are run again by --resume
         termination, error = "error", closing_error
 
-    reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_turns(messages, user_turns), turns)
+    reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_tool_messages(messages, user_turns), turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments") and e.requestor == "assistant")
     return Episode(
         task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
         messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
         reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
-        seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(),
+        seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(), user_tool_messages=user_turns,
     )

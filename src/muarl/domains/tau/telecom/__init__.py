@@ -93,13 +93,18 @@ class TelecomDomain(TauDomain):
             sync_with_carrier(state)
         return state
 
-    def env_assertions(self, task: Task, trajectory: Sequence[Message]) -> dict[str, bool]:
+    def replayed_state(self, task: Task, trajectory: Sequence[Message]) -> State:
+        """The state ``trajectory`` leads to: its executed calls, both sides', run again from the task's start."""
         state = self.initial_state(task)
         for requestor, call in executed_calls(list(trajectory)):
             try:
                 (self.run_user_tool if requestor == "user" else self.run_tool)(state, call.name, call.parsed_arguments())
             except (ToolError, ValueError):
                 continue  # refused or malformed: it changed nothing, in the episode as here
+        return state
+
+    def env_assertions(self, task: Task, trajectory: Sequence[Message]) -> dict[str, bool]:
+        state = self.replayed_state(task, trajectory)
         return {f"{i}:{a.get('func_name')}": scenario.holds(state, a) for i, a in enumerate(_criteria(task)["env_assertions"])}
 
 
