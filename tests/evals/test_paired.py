@@ -42,6 +42,15 @@ def test_bootstrap_interval():
     assert paired_bootstrap_ci([1.0, 1.0, 1.0], draws=100) == (1.0, 1.0)
 
 
+def test_bootstrap_interval_matches_the_normal_approximation_by_hand():
+    # 100 tasks, +20 points: E[d^2] = 0.4, var = 0.4 - 0.2^2 = 0.36, se = sqrt(0.36 / 100) = 0.06, so the
+    # normal 95% interval is 0.2 -+ 1.96 * 0.06 = [0.0824, 0.3176]; the percentile bootstrap lands within
+    # Monte Carlo and discreteness error (steps of 0.01) of it.
+    diffs = [1.0] * 30 + [0.0] * 60 + [-1.0] * 10
+    lo, hi = paired_bootstrap_ci(diffs, draws=4000, seed=0)
+    assert lo == pytest.approx(0.0824, abs=0.015) and hi == pytest.approx(0.3176, abs=0.015)
+
+
 def test_compare_pairs_shared_tasks_only():
     a = {"t1": 1.0, "t2": 1.0, "t3": 0.0, "t4": 1.0, "only_a": 1.0}
     b = {"t1": 0.0, "t2": 1.0, "t3": 1.0, "t4": 0.0, "only_b": 0.0}

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "plot": "muarl.cli.train:plot",
     "export": "muarl.cli.export:export",
     "serve": "muarl.cli.serve:serve",
+    "demo": "muarl.cli.demo:demo",
 }
 
 

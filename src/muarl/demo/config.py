@@ -1,0 +1,99 @@
+"""What decides a learning-demonstration run, and its two forms.
+
+``QUICK`` is the README's main command: every stage of the method on the embedded model in minutes, on few
+tasks, so its numbers show the pipeline working, not a significant difference. ``FULL`` is sized for the claim
+(``bench/learning_demo.py``): 150 held-out tasks, enough for an exact McNemar test to resolve +15 points, a
+cold start calibrated by a recorded pilot, GRPO time-boxed, and a compute-matched SFT control.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from muarl.config import YamlConfig
+from muarl.models.precision import Precision
+
+# GRPO as the paper runs it (groups of 8 at temperature 1.0, clip 0.2, k3 KL 0.001, token-mean loss), with
+# DAPO's dynamic sampling: a group whose 8 episodes all succeed or all fail carries no advantage, so it is
+# dropped and fresh tasks are rolled out in its place. lr 2e-5, not the paper's 1e-6 at 8B: a 135M model
+# trained for tens of steps needs a larger step (its cold start used 3e-5).
+GRPO_DEFAULTS: dict[str, Any] = {
+    "tasks_per_step": 8, "group_size": 8, "temperature": 1.0, "lr": 2e-5, "kl_coef": 0.001, "clip_low": 0.2,
+    "clip_high": 0.2, "drop_uniform": True, "dynamic_sampling": True, "max_sampling_rounds": 2,
+    "save_every": 1, "keep_checkpoints": 1,
+}
+RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit"}
+
+# The cold start's size comes from the calibration pilot in docs/benchmarks.md ("Cold start on clinic-lite"):
+# 120 oracle dialogues, 2 epochs at lr 3e-5 left SmolLM2-135M with 25% sampled (T = 1) success on unseen train
+# tasks, the 25-50% band in which most groups of 8 carry signal.
+FULL: dict[str, Any] = {
+    "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 2.0, "grpo_minutes": 30.0,
+    "control": True,
+}
+# Minutes, not a measurement: few tasks, a short cold start, two small GRPO steps, no control.
+QUICK: dict[str, Any] = {
+    "eval_tasks": 24, "base_eval_tasks": 8, "sft_demos": 60, "sft_epochs": 1.0, "grpo_minutes": 4.0,
+    "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
+}
+FORMS = {"quick": QUICK, "full": FULL}
+
+
+class DemoConfig(YamlConfig):
+    """Everything that decides a demo run; recorded in ``OUT/demo_config.json`` and checked on resume."""
+
+    out: str = Field(..., description="output directory")
+    form: str = Field("custom", description="quick | full | custom: which preset the other fields came from (recorded)")
+    model: str = Field("smollm2-135m-instruct", description="base model: smollm2-135m-instruct, tiny-random, HF id or directory")
+    domain: str = Field("clinic-lite", description="world the demo trains and evaluates on (its train and test splits)")
+    seed: int = Field(0, description="seeds task choice, demonstrations, SFT, GRPO and evaluation episodes")
+    precision: Precision = Field("auto", description="auto (bf16 autocast where the CPU multiplies bf16 natively) | bf16 | fp32")
+    max_difficulty: int = Field(2, ge=1, description="train and test tasks up to this difficulty")
+    eval_tasks: int = Field(150, ge=1, description="held-out test tasks every trained model is scored on (a seeded sample)")
+    base_eval_tasks: int = Field(30, ge=1, description="of those, how many the untrained base model runs (it rambles to max_turns: costly, and far below the rest)")
+    eval_concurrency: int = Field(16, ge=1, description="evaluation episodes decoded together")
+    max_turns: int = Field(8, ge=1, description="agent turns per episode (the oracle needs 4 or 6 on clinic-lite)")
+    max_new_tokens: int = Field(96, ge=1, description="tokens per assistant turn")
+    max_context: int | None = Field(None, ge=64, description="tokens per episode (default 4096; tiny-random 12288)")
+    sft_demos: int = Field(120, ge=1, description="oracle demonstrations the cold start learns from")
+    sft_epochs: float = Field(2.0, gt=0, description="passes over the demonstrations")
+    sft_lr: float = Field(3e-5, gt=0, description="cold-start learning rate")
+    sft_max_steps: int | None = Field(None, ge=1, description="cold-start optimizer steps at most")
+    grpo_minutes: float = Field(30.0, gt=0, description="GRPO time box (rollouts and updates)")
+    grpo_steps: int = Field(1000, ge=1, description="GRPO steps at most (the time box usually ends GRPO first)")
+    grpo: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields overriding GRPO_DEFAULTS")
+    control: bool = Field(True, description="also train the compute-matched control: the SFT model trained further, for GRPO's minutes, on new demonstrations")
+    control_lr: float | None = Field(None, gt=0, description="control learning rate (default sft_lr)")
+    pilot: bool = Field(False, description="a smoke run of the pipeline (tests), not a measurement")
+
+    @model_validator(mode="after")
+    def _check(self) -> DemoConfig:
+        if RESERVED_GRPO & set(self.grpo):
+            raise ValueError(f"grpo overrides may not set {sorted(RESERVED_GRPO & set(self.grpo))}: the demo sets them")
+        if self.base_eval_tasks > self.eval_tasks:
+            raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks})")
+        return self
+
+    @property
+    def context(self) -> int:
+        return self.max_context or (TINY_CONTEXT if self.model == "tiny-random" else 4096)
+
+    @property
+    def grpo_fields(self) -> dict[str, Any]:
+        return {**GRPO_DEFAULTS, **self.grpo}
+
+
+# The tiny random model's byte-level tokenizer spends ~2.3x SmolLM2's tokens on the same text.
+TINY_CONTEXT = 12288
+
+
+def form_config(form: str, **fields: Any) -> DemoConfig:
+    """A config from a named form, with ``fields`` (those not None) on top; ``grpo`` overrides merge."""
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}: use {' or '.join(FORMS)}")
+    preset = dict(FORMS[form])
+    given = {k: v for k, v in fields.items() if v is not None}
+    grpo = {**preset.pop("grpo", {}), **given.pop("grpo", {})}
+    return DemoConfig(**{**preset, **given, "form": form, "grpo": grpo})

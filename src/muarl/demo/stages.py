@@ -1,0 +1,233 @@
+"""The stages of the learning demonstration, each a plain function of the config and its stage directory.
+
+Every stage goes through the same library code as the CLI: demonstrations through ``synthesize`` (``muarl
+synth``), evaluation through ``run_many`` with the agent ``make_agent`` builds (``muarl rollout --agent
+local:MODEL --temperature 0``), the cold start and the control through ``run_sft`` (``muarl sft``), RL through
+``GRPOTrainer`` (``muarl train``). Each returns a JSON-able summary that the orchestrator records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+from muarl.config import ConfigError
+from muarl.demo.config import DemoConfig
+from muarl.domains import load_domain
+from muarl.evals.paired import success_rates
+from muarl.evals.passk import summarise
+from muarl.models.oracle import DoNothingAgent, OracleAgent
+from muarl.rollout.episode import LoopConfig
+from muarl.rollout.runner import run_many
+from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
+from muarl.train.metrics import episode_metrics
+from muarl.types import Episode, Task
+from muarl.users.scripted import ScriptedUser
+
+SFT_DEMOS = "sft_demos.jsonl"
+CONTROL_DEMOS = "control_demos.jsonl"
+
+
+@functools.lru_cache(maxsize=4)
+def domain(name: str) -> Any:
+    """The world, built once per process (every stage reads its tasks)."""
+    return load_domain(name)
+
+
+def _pool(cfg: DemoConfig, split: str) -> list[Task]:
+    pool = [t for t in domain(cfg.domain).tasks(split) if (t.difficulty or 0) <= cfg.max_difficulty]
+    if not pool:
+        raise ConfigError(f"no {cfg.domain} {split} task has difficulty <= {cfg.max_difficulty}")
+    return pool
+
+
+def eval_tasks(cfg: DemoConfig) -> list[Task]:
+    """The held-out tasks: a seeded sample of the test split, sorted by id."""
+    pool = _pool(cfg, "test")
+    return sorted(random.Random(f"{cfg.seed}/eval-tasks").sample(pool, min(cfg.eval_tasks, len(pool))), key=lambda t: t.id)
+
+
+def base_eval_tasks(cfg: DemoConfig) -> list[Task]:
+    """The first ``base_eval_tasks`` of a seeded shuffle of the eval tasks (the base model's share)."""
+    tasks = eval_tasks(cfg)
+    return sorted(random.Random(f"{cfg.seed}/base-tasks").sample(tasks, min(cfg.base_eval_tasks, len(tasks))), key=lambda t: t.id)
+
+
+def loop_config(cfg: DemoConfig) -> LoopConfig:
+    """The episode loop evaluation runs (the trainer's rollouts use the same cut-offs)."""
+    return LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.context - cfg.max_new_tokens)
+
+
+# ---------------------------------------------------------------------------- demonstrations
+def stage_synth(cfg: DemoConfig, stage: Path, resume: bool) -> dict[str, Any]:
+    """Oracle dialogues (validated by ``muarl synth``) on train tasks; a seeded sample becomes the cold start's
+    data and, disjoint from it, the rest becomes the control's. GRPO trains on the train tasks the cold start
+    did not see, so its sampled success at step 1 is success on unseen tasks."""
+    from muarl.synth.generate import SynthConfig, synthesize
+
+    pool = _pool(cfg, "train")
+    order = random.Random(f"{cfg.seed}/demo-tasks").sample(pool, len(pool))
+    wanted = cfg.sft_demos + (len(pool) // 2 if cfg.control else 0)
+    ids = [t.id for t in order[:wanted]]
+    synth_dir = stage / "synth"
+    report = asyncio.run(synthesize(SynthConfig(
+        domain=cfg.domain, split="train", task_ids=ids, out=str(synth_dir), seed=cfg.seed, validation_fraction=0.0,
+        parquet=False, resume=resume and (synth_dir / EPISODES_FILE).exists(),
+    ), progress=False))
+    by_task = {json.loads(line)["task_id"]: line for line in (synth_dir / "sft_train.jsonl").read_text(encoding="utf-8").splitlines()}
+    accepted = [by_task[i] for i in ids if i in by_task]  # in the seeded order
+    if len(accepted) < cfg.sft_demos:
+        raise ConfigError(f"synthesis accepted {len(accepted)} demonstrations, fewer than sft_demos={cfg.sft_demos} "
+                          f"({report['rejections_by_reason']})")
+    sft, control = accepted[:cfg.sft_demos], accepted[cfg.sft_demos:]
+    atomic_write_text(stage / SFT_DEMOS, "".join(line + "\n" for line in sft))
+    atomic_write_text(stage / CONTROL_DEMOS, "".join(line + "\n" for line in control))
+    seen = {json.loads(line)["task_id"] for line in sft}
+    return {"candidate_tasks": len(ids), "accepted": len(accepted), "sft_demos": len(sft), "control_demos": len(control),
+            "sft_task_ids": sorted(seen), "grpo_task_ids": [t.id for t in order if t.id not in seen]}
+
+
+# ---------------------------------------------------------------------------- evaluation
+def score(episodes: list[Episode]) -> dict[str, Any]:
+    """Strict success (pass^1, bootstrap 95% CI over tasks) and per-episode diagnostics of one evaluation."""
+    summary = summarise(episodes, ks=[1], bootstrap=2000, seed=0)
+    extra = episode_metrics(episodes)
+    ci = summary.ci95.get("pass^1")
+    agent_seconds = sum(t.agent_seconds for e in episodes for t in e.timings)
+    generated = sum(e.usage.completion_tokens for e in episodes)
+    return {
+        "success": summary.to_json()["pass_hat_k"]["1"], "ci95": list(ci) if ci else None,
+        "mean_reward": summary.to_json()["mean_reward"],
+        "malformed_calls_per_episode": extra.get("malformed_calls_per_episode"),
+        "turns_per_episode": extra.get("turns_per_episode"), "tool_calls_per_episode": extra.get("tool_calls_per_episode"),
+        "n_tasks": summary.n_tasks, "n_errored": summary.n_errored,
+        "generated_tokens_per_s": generated / agent_seconds if agent_seconds else None,
+        "errors": sorted({e.error for e in episodes if e.errored and e.error})[:5],
+        "per_task": success_rates(episodes),
+    }
+
+
+def run_agent(agent: Any, tasks: list[Task], cfg: DemoConfig, path: Path, resume: bool, progress: bool,
+              concurrency: int = 1, desc: str | None = None) -> list[Episode]:
+    """One greedy episode per task against the scripted user, each written to ``path`` as it ends (a resumed
+    stage keeps the finished ones)."""
+    asyncio.run(run_many(domain(cfg.domain), tasks, agent, ScriptedUser(), trials=1, concurrency=concurrency, out=path,
+                         resume=resume and path.exists(), seed=cfg.seed, config=loop_config(cfg), progress=progress, desc=desc))
+    wanted = {t.id for t in tasks}
+    return [e for e in latest_per_key(read_episodes(path)[0]) if e.task_id in wanted]
+
+
+def evaluate_model(model: str, tasks: list[Task], cfg: DemoConfig, stage: Path, resume: bool, progress: bool,
+                   desc: str) -> dict[str, Any]:
+    """Greedy episodes of a model on ``tasks``, scored strictly; the agent is the one ``muarl rollout --agent
+    local:MODEL --temperature 0`` builds."""
+    from muarl.models.factory import make_agent
+
+    policy = make_agent(f"local:{model}", temperature=0.0, max_tokens=cfg.max_new_tokens, max_context=cfg.context,
+                        precision=cfg.precision)
+    episodes = run_agent(policy, tasks, cfg, stage / EPISODES_FILE, resume, progress, concurrency=cfg.eval_concurrency, desc=desc)
+    return {"model": str(model), **score(episodes)}
+
+
+def stage_eval_base(cfg: DemoConfig, stage: Path, resume: bool, progress: bool) -> dict[str, Any]:
+    """The untrained model on its share of the eval tasks; the do-nothing floor and the oracle ceiling on all."""
+    out = {}
+    for name, agent in (("floor", DoNothingAgent()), ("ceiling", OracleAgent())):
+        out[name] = score(run_agent(agent, eval_tasks(cfg), cfg, stage / f"{name}_{EPISODES_FILE}", resume, False))
+    out["base"] = evaluate_model(cfg.model, base_eval_tasks(cfg), cfg, stage, resume, progress, "eval base")
+    return out
+
+
+# ---------------------------------------------------------------------------- training
+def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs: float,
+         max_steps: int | None, minutes: float | None, progress: bool) -> dict[str, Any]:
+    from muarl.train.config import ModelConfig, SFTConfig
+    from muarl.train.plot import read_metrics
+    from muarl.train.sft import run_sft
+
+    shutil.rmtree(stage / "run", ignore_errors=True)  # an interrupted SFT starts over: it is a short stage
+    sft_cfg = SFTConfig(data=str(data), out=str(stage / "run"), seed=cfg.seed, epochs=epochs, lr=lr,
+                        pack_length=cfg.context * 2, max_steps=max_steps, time_limit_minutes=minutes,
+                        model=ModelConfig(name=model, precision=cfg.precision, finetune="full"))
+    model_dir = run_sft(sft_cfg, progress=progress)
+    rows = read_metrics(stage / "run")
+    return {"model": str(model_dir.resolve()), "steps": len(rows), "time_limit_minutes": minutes,
+            "first_loss": rows[0]["loss"], "last_loss": rows[-1]["loss"],
+            "supervised_tokens": sum(r["supervised_tokens"] for r in rows),
+            "conversations": sum(int(r.get("rows", 0)) for r in rows)}
+
+
+def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool) -> dict[str, Any]:
+    """The cold start: ``sft_epochs`` over the demonstrations (the pilot-calibrated size)."""
+    return _sft(cfg, stage, demos, cfg.model, cfg.sft_lr, cfg.sft_epochs, cfg.sft_max_steps, None, progress)
+
+
+def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, minutes: float, progress: bool) -> dict[str, Any]:
+    """The compute-matched control: the cold-start model trained further by SFT, on demonstrations it has not
+    seen, for the wall-clock minutes GRPO took. If RL beats it, the gain is RL's, not more training's."""
+    if not demos.read_text(encoding="utf-8").strip():
+        raise ConfigError("no demonstrations left for the control (every accepted one went to the cold start)")
+    return _sft(cfg, stage, demos, sft_model, cfg.control_lr or cfg.sft_lr, 1000.0, None, minutes, progress)
+
+
+def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]) -> Any:
+    from muarl.train.config import GRPOConfig, ModelConfig
+
+    fields = {"max_turns": cfg.max_turns, "max_new_tokens": cfg.max_new_tokens, "max_context": cfg.context,
+              "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
+    model = ModelConfig(name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
+    try:
+        return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train",
+                          task_ids=task_ids, steps=cfg.grpo_steps)
+    except ValueError as exc:
+        raise ConfigError(f"invalid GRPO settings: {exc}") from None
+
+
+def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], progress: bool) -> dict[str, Any]:
+    """GRPO from the cold start on unseen train tasks, time-boxed; resumes from its last checkpoint (the time
+    already spent counts). The first step's rollouts are the cold start sampled at temperature 1: their
+    success and pass@n (groups with any success) are the calibration figures and RL's reachable ceiling."""
+    from muarl.train.checkpoint import latest_checkpoint
+    from muarl.train.plot import read_metrics
+    from muarl.train.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids), progress=progress)
+    try:
+        trainer.start(resume=True)  # fresh when there is no checkpoint yet
+        spent = sum(r.get("rollout_seconds", 0) + r.get("update_seconds", 0) for r in read_metrics(stage)) if (stage / "metrics.jsonl").exists() else 0.0
+        if trainer.step < trainer.cfg.steps:
+            trainer.train(time_limit_s=max(0.0, 60 * cfg.grpo_minutes - spent))
+    finally:
+        trainer.close()
+    rows = read_metrics(stage)
+    ckpt = latest_checkpoint(stage)
+    if ckpt is None:
+        raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
+    first = read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]
+    groups: dict[str, list[bool]] = {}
+    for e in first:
+        if not e.errored:
+            groups.setdefault(e.task_id, []).append(bool(e.reward and e.reward.success))
+    return {
+        "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes,
+        "group_size": trainer.cfg.group_size,
+        "episodes": sum(int(r.get("episodes", 0)) for r in rows),
+        "groups_with_signal": round(sum(r.get("groups", 0) * (1 - r.get("uniform_ratio", 0)) for r in rows)),
+        "sft_sampled_success": _mean([float(s) for g in groups.values() for s in g]),
+        "sft_pass_at_n": _mean([float(any(g)) for g in groups.values()]),
+        "train_success_first": rows[0].get("success_rate"), "train_success_last": rows[-1].get("success_rate"),
+        "train_success_mean_last5": _mean([r.get("success_rate") for r in rows[-5:]]),
+        "rollout_minutes": sum(r.get("rollout_seconds", 0) for r in rows) / 60,
+        "update_minutes": sum(r.get("update_seconds", 0) for r in rows) / 60,
+        "figure": str(stage / "training_dynamics.png") if (stage / "training_dynamics.png").exists() else None,
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None

@@ -1,0 +1,112 @@
+"""`muarl demo` end to end on the tiny random model: every stage runs through the library's real paths and is
+scored, the control trains for GRPO's minutes on demonstrations the cold start did not see, the results are
+well formed, and a resumed run skips the stages that finished."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from muarl.cli import main
+from muarl.config import ConfigError
+from muarl.demo import run as demo_run
+from muarl.demo import stages
+from muarl.demo.config import DemoConfig, form_config
+
+PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
+         "eval_concurrency": 4, "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0,
+         "sft_max_steps": 1, "grpo_steps": 1, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1}}
+
+
+def pilot_config(out, **changes) -> DemoConfig:
+    return form_config("full", out=str(out), **{**PILOT, **changes})
+
+
+def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
+    cfg = pilot_config(tmp_path / "demo")
+    results = demo_run.run_demo(cfg, progress=False)
+
+    saved = json.loads((tmp_path / "demo" / "results.json").read_text())
+    assert saved["form"] == "full" and saved["eval_tasks"]["n"] == 3 and len(saved["eval_tasks"]["base_ids"]) == 2
+    assert set(saved["eval_tasks"]["base_ids"]) <= set(saved["eval_tasks"]["ids"])
+    assert set(saved["stages"]) == {"floor", "base", "sft", "control", "rl", "ceiling"}
+    for name, row in saved["stages"].items():
+        assert 0.0 <= row["success"] <= 1.0 and row["n_errored"] == 0, name
+        assert set(row["per_task"]) == set(saved["eval_tasks"]["base_ids" if name == "base" else "ids"]), name
+    assert saved["stages"]["floor"]["success"] == 0.0  # every clinic-lite task needs a write
+    assert saved["stages"]["ceiling"]["success"] == 1.0  # the demo's loop lets a perfect agent succeed
+    assert {"rl_minus_sft", "rl_minus_control", "control_minus_sft", "sft_minus_base"} == set(saved["deltas"])
+    assert saved["deltas"]["rl_minus_sft"]["n_tasks"] == 3 and saved["deltas"]["sft_minus_base"]["n_tasks"] == 2
+
+    train = saved["training"]
+    synth = train["synth"]
+    assert synth["sft_demos"] == 3 and synth["control_demos"] >= 1
+    sft_tasks = {json.loads(line)["task_id"] for line in (tmp_path / "demo" / "synth" / stages.SFT_DEMOS).read_text().splitlines()}
+    control_tasks = {json.loads(line)["task_id"] for line in (tmp_path / "demo" / "synth" / stages.CONTROL_DEMOS).read_text().splitlines()}
+    assert sft_tasks == set(synth["sft_task_ids"]) and not sft_tasks & control_tasks
+    assert not sft_tasks & set(synth["grpo_task_ids"])  # RL trains on tasks the cold start never saw
+    grpo_episodes = [json.loads(line) for line in (tmp_path / "demo" / "grpo" / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
+    assert len(grpo_episodes) == 2 and {e["task_id"] for e in grpo_episodes} <= set(synth["grpo_task_ids"])
+    assert train["grpo"]["steps"] == 1 and train["grpo"]["episodes"] == 2 and 0.0 <= train["grpo"]["sft_pass_at_n"] <= 1.0
+    assert train["control"]["time_limit_minutes"] == pytest.approx(train["grpo"]["minutes"])  # compute-matched
+    assert train["control"]["steps"] >= 1
+    assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
+    for figure in ("success.png", "grpo/training_dynamics.png"):
+        assert (tmp_path / "demo" / figure).stat().st_size > 1000
+    md = (tmp_path / "demo" / "results.md").read_text()
+    assert "PILOT" in md and "RL - control" in md and "McNemar" in md
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+
+    for name in ("stage_synth", "stage_eval_base", "stage_sft", "evaluate_model", "stage_grpo", "stage_control"):
+        monkeypatch.setattr(stages, name, refuse)
+    again = demo_run.run_demo(cfg, resume=True, progress=False)
+    assert again["stages"]["rl"]["success"] == results["stages"]["rl"]["success"]
+
+
+def test_out_dir_is_not_overwritten_and_resume_must_match(tmp_path):
+    cfg = pilot_config(tmp_path / "demo")
+    demo_run.check_out_dir(cfg, resume=False)
+    with pytest.raises(ConfigError, match="--resume"):
+        demo_run.check_out_dir(cfg, resume=False)
+    with pytest.raises(ConfigError, match="eval_tasks"):
+        demo_run.check_out_dir(pilot_config(tmp_path / "demo", eval_tasks=4), resume=True)
+    demo_run.check_out_dir(cfg.model_copy(update={"grpo_minutes": 3.0}), resume=True)  # the GRPO budget may change
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x").write_text("")
+    with pytest.raises(ConfigError, match="no learning demo"):
+        demo_run.check_out_dir(pilot_config(tmp_path / "other"), resume=True)
+
+
+def test_eval_tasks_are_seeded_held_out_and_the_base_share_is_a_subset(tmp_path):
+    a = stages.eval_tasks(pilot_config(tmp_path, eval_tasks=20))
+    assert [t.id for t in a] == [t.id for t in stages.eval_tasks(pilot_config(tmp_path, eval_tasks=20))]
+    assert len(a) == 20 and all(t.split == "test" for t in a) and {t.difficulty for t in a} == {1, 2}
+    assert [t.id for t in stages.eval_tasks(pilot_config(tmp_path, eval_tasks=20, seed=1))] != [t.id for t in a]
+    base = stages.base_eval_tasks(pilot_config(tmp_path, eval_tasks=20, base_eval_tasks=5))
+    assert len(base) == 5 and {t.id for t in base} <= {t.id for t in a}
+
+
+def test_forms_and_their_guards(tmp_path):
+    quick, full = form_config("quick", out="q"), form_config("full", out="f")
+    assert quick.form == "quick" and not quick.control and quick.grpo["tasks_per_step"] == 2
+    assert full.eval_tasks >= 150 and full.control and full.grpo_fields["group_size"] == 8
+    assert full.grpo_fields["temperature"] == 1.0 and full.grpo_fields["dynamic_sampling"]
+    assert form_config("quick", out="q", grpo={"lr": 1e-5}).grpo == {"tasks_per_step": 2, "max_sampling_rounds": 1, "lr": 1e-5}
+    with pytest.raises(ValueError, match="split"):
+        form_config("full", out="f", grpo={"split": "test"})
+    with pytest.raises(ValueError, match="base_eval_tasks"):
+        form_config("full", out="f", eval_tasks=10)
+    with pytest.raises(ValueError, match="unknown form"):
+        form_config("medium", out="m")
+
+
+def test_the_command_refuses_a_used_directory_in_one_line(tmp_path):
+    out = tmp_path / "demo"
+    demo_run.check_out_dir(pilot_config(out), resume=False)
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--model", "tiny-random", "--quiet"])
+    assert result.exit_code == 2
+    assert "already holds a learning demo" in result.output and "Traceback" not in result.output
