@@ -26,6 +26,7 @@ committed.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from muarl.domains import load_domain
+from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
+from muarl.domains.tau.telecom.user_tools import USER_TOOLS
 from muarl.evals.tau2_criteria import evaluate_tau2
 from muarl.types import Message, ToolCall
 
@@ -58,11 +61,6 @@ def random_arguments(rng: random.Random, name: str) -> dict[str, Any]:
         "permission": ["sms", "storage", "phone", "network", "SMS", "camera"],
         "apn_settings": [{}, {"apn_name": "internet"}, {"apn_name": "broken"}, {"mmsc_url": None}, {"apn_name": "internet", "mmsc_url": "http://x"}],
     }
-    import inspect
-
-    from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
-    from muarl.domains.tau.telecom.user_tools import USER_TOOLS
-
     fn = next(f for f in AGENT_TOOLS + USER_TOOLS if f.__name__ == name)
     args = {}
     for param in list(inspect.signature(fn).parameters)[1:]:
