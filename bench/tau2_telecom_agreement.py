@@ -132,7 +132,7 @@ def main() -> None:
             env.set_state(initialization_data=None, initialization_actions=up_task.initial_state.initialization_actions, message_history=[])
             upstream_reset.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            state = domain.initial_state(task)
+            state = domain.new_state(task)
             muarl_reset.append(time.perf_counter() - t0)
 
             up_messages: list[Any] = []

@@ -43,7 +43,7 @@ def test_every_task_starts_broken(tau2_telecom):
     for task in all_tasks(tau2_telecom):
         if "ACTION" in task.metadata["tau2"]["reward_basis"]:
             continue  # transfer tasks: what they assert already holds; the transfer is what they check
-        state = tau2_telecom.initial_state(task)
+        state = tau2_telecom.new_state(task)
         checks = [scenario.holds(state, a) for a in task.metadata["tau2"]["env_assertions"]]
         assert checks and not all(checks), task.id
     assert tau2_telecom.base.recompute_digest() == tau2_telecom.base.digest  # set-ups never touch the seed data

@@ -158,8 +158,8 @@ class RandomAgentOutput:
 
     def __init__(self, domain: Domain, tasks: list[Task], seed: int):
         self.rng = random.Random(seed)
-        self.specs = domain.tools.specs()
-        self.values = seed_values(domain, self.rng)
+        self.specs = [s for t in tasks[:50] for s in domain.task_tools(t).specs()]  # a task may bring its own tools (ACEBench)
+        self.values = seed_values(domain, self.rng) + [v for t in tasks[:50] for a in t.actions for v in a.kwargs.values()] + EXOTIC
         self.gold = [a for t in tasks for a in t.actions]
         self.calls = 0
 

@@ -447,16 +447,14 @@ class Domain:
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
-    def new_state(self) -> State:
+    def new_state(self, task: Task | None = None) -> State:
+        """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
+        agent entries, τ² telecom's broken phones) start it from ``task``'s."""
         return State(self.base)
 
-    def initial_state(self, task: Task) -> State:
-        """The state an episode of ``task`` starts from: the seed data, unless the world sets each task up
-        (τ² telecom breaks the user's phone a task's own way)."""
-        return self.new_state()
-
     def setup_key(self, task: Task) -> Any:
-        """What :meth:`initial_state` depends on besides the seed data (none here), for caching gold hashes."""
+        """What ``new_state(task)`` depends on besides the seed data and the task's actions (none here), for
+        caching gold hashes."""
         return None
 
     def tasks(self, split: str) -> list[Task]:
@@ -476,6 +474,11 @@ class Domain:
     def system_prompt(self, task: Task | None = None) -> str:
         """What the agent is told first: the domain policy (as in τ-bench)."""
         return self.policy
+
+    def task_tools(self, task: Task) -> ToolRegistry:
+        """The tools an episode of ``task`` offers the agent: the domain's, unless its tasks each bring their own
+        (ACEBench's entries each list the functions the model may call)."""
+        return self.tools
 
     def run_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one agent tool; raises :class:`ToolError` for refusals and unknown tools."""
@@ -512,7 +515,7 @@ class Domain:
         key = canonical_json([[[a.name, a.kwargs, a.requestor] for a in task.actions], self.setup_key(task)])
         h = self._gold_hashes.get(key)
         if h is None:
-            state = self.initial_state(task)
+            state = self.new_state(task)
             self.replay(state, task.actions)
             h = self._gold_hashes[key] = state.hash()
         return h

@@ -254,7 +254,7 @@ def replay_trajectory(domain: Domain, trajectory: Trajectory, reward_fn: RewardF
     answered = {m.tool_call_id for m in trajectory.messages if m.role == "tool"}
     ran = trajectory.executed if trajectory.executed is not None else answered
     stops = "tau2" not in task.metadata  # a terminal tool ends a τ-bench or muarl episode, not a τ² one
-    state = domain.initial_state(task)
+    state = domain.new_state(task)
     calls = refused = 0
     outputs: list[str] = []
     scored = list(trajectory.messages)  # what the reward reads: the record up to where the episode ended

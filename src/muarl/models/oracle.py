@@ -7,7 +7,9 @@ the look-up needs), look them up, then per user request (in order) state every w
 and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
 or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
 actions in order, confirming each write, and finally tells the required outputs; a gold action the user takes
-on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments.
+on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments. Tasks scored
+on a single response (``metadata["single_response"]``, ACEBench's) get it at once: all gold calls in one
+message, or the required outputs as its text.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class _Plan:
         self.looked_up: set[str] = set()
         self.steps: list[Message] = []
         self.calls = 0
-        if task.user.requests:
+        if task.metadata.get("single_response"):
+            self._single_response(task)
+        elif task.user.requests:
             self._structured(task)
         else:
             self._generic(task)
@@ -93,6 +97,14 @@ class _Plan:
                 self.steps.append(_say(f"You asked: the answer is {request.answer}. {ANYTHING_ELSE}"))
             elif request.outcome == "done":
                 self.steps.append(_say(f"All done, that request is complete. {ANYTHING_ELSE}"))
+
+    def _single_response(self, task: Task) -> None:
+        """Tasks scored on one response (ACEBench's): every gold call in one message, or else the outputs as its text."""
+        if task.actions:
+            calls = [ToolCall(id=f"call_{i + 1}", name=a.name, arguments=json.dumps(a.kwargs)) for i, a in enumerate(task.actions)]
+            self.steps.append(Message(role="assistant", tool_calls=calls))
+        else:
+            self.steps.append(_say(" ".join(task.outputs)))
 
     def _generic(self, task: Task) -> None:
         for action in task.actions:

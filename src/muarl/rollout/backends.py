@@ -39,11 +39,12 @@ class ToolBackend(ABC):
 
 
 class LocalToolBackend(ToolBackend):
-    """The domain's tools (and the user's, in a dual-control world) on the task's fresh in-process state."""
+    """The domain's tools (and the user's, in a dual-control world) on a fresh in-process state: the task's
+    starting state."""
 
     def __init__(self, domain: Domain, task: Task):
         self.domain = domain
-        self.state: State = domain.initial_state(task)
+        self.state: State = domain.new_state(task)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         return self.domain.run_tool(self.state, name, arguments)

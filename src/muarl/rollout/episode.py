@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from muarl.domains.base import ArgumentError, Domain, ToolError
+from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
@@ -40,19 +40,19 @@ class LoopConfig:
     max_user_tool_rounds: int = 10  # user tool calls in a row (dual control) before the episode is cut
 
 
-async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, turn: int, requestor: Requestor = "assistant") -> ToolExecution:
-    """Run one tool call of the agent (or of the user, on its own tools); every failure becomes an observation
-    the caller can read."""
+async def execute_call(offered: ToolRegistry, backend: ToolBackend, call: ToolCall, turn: int, requestor: Requestor = "assistant") -> ToolExecution:
+    """Run one tool call of the agent (or of the user, on its own tools); every failure becomes an observation the
+    caller can read. ``offered``: the tools the episode offers that side (:meth:`Domain.task_tools`, or the
+    domain's ``user_tools``)."""
     start = time.perf_counter()
     arguments = None
     output, error, error_kind = "", None, None
-    registry = domain.user_tools if requestor == "user" else domain.tools
     try:
         arguments = call.parsed_arguments()
     except ValueError as exc:  # arguments are not a JSON object
         error_kind, error = "malformed", f"could not parse arguments of {call.name!r}: {exc}"
-    if error is None and call.name not in registry:
-        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {registry.names()}"
+    if error is None and call.name not in offered:
+        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {offered.names()}"
     if error is None:
         try:
             run = backend.call_user if requestor == "user" else backend.call
@@ -71,6 +71,9 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
         turn=turn, call_id=call.id, name=call.name, arguments=arguments, output=output,
         error=error, error_kind=error_kind, seconds=time.perf_counter() - start, requestor=requestor,
     )
+
+
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
 
 
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
@@ -117,7 +120,7 @@ async def run_episode(
     started = time.perf_counter()
     backend: ToolBackend | None = None
     final_hash = ""
-    tools = {t.name: t for t in domain.tools}
+    offered = domain.task_tools(task)
     messages = [Message(role="system", content=domain.system_prompt(task))]
     user_view: list[Message] = []
     executions: list[ToolExecution] = []
@@ -127,7 +130,7 @@ async def run_episode(
     error: str | None = None
     turns = 0
     user_turns: list[tuple[int, list[Message]]] = []  # (index in messages, the user's tool traffic before it)
-    session = agent.new_session(task, domain.tools.specs(), seed)
+    session = agent.new_session(task, offered.specs(), seed)
     user_specs = domain.user_tools.specs()
     user_session = user.new_session(task, seed, tools=user_specs) if user_specs else user.new_session(task, seed)
 
@@ -144,7 +147,7 @@ async def run_episode(
             rounds += 1
             acted.append(Message(role="user", content=reply.text or None, tool_calls=reply.tool_calls))
             for call in reply.tool_calls:
-                ex = await execute_call(domain, backend, call, timing.turn if timing else 0, requestor="user")
+                ex = await execute_call(domain.user_tools, backend, call, timing.turn if timing else 0, requestor="user")
                 executions.append(ex)
                 acted.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
             user_view.extend(acted[-1 - len(reply.tool_calls):])
@@ -186,10 +189,10 @@ async def run_episode(
                 t0 = time.perf_counter()
                 for i, call in enumerate(msg.tool_calls):
                     run = config.parallel_tool_calls or i == 0
-                    ex = await execute_call(domain, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
+                    ex = await execute_call(offered, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
                     executions.append(ex)
                     messages.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
-                    tool = tools.get(call.name)
+                    tool = offered.get(call.name)
                     if ex.error is None and tool is not None and tool.terminal:
                         termination = "terminal_tool"
                 timing.tools_seconds = time.perf_counter() - t0

@@ -86,8 +86,11 @@ class TelecomDomain(TauDomain):
     def setup_key(self, task: Task) -> Any:
         return _criteria(task)["initialization_actions"]
 
-    def initial_state(self, task: Task) -> State:
-        state = self.new_state()
+    def new_state(self, task: Task | None = None) -> State:
+        """The seed data, broken as ``task`` says (its initialization actions, each followed by the carrier sync)."""
+        state = super().new_state()
+        if task is None:
+            return state
         for action in _criteria(task)["initialization_actions"]:
             scenario.lookup(scenario.SETUP, action, "initialization action")(state, **action.get("arguments", {}))
             sync_with_carrier(state)
@@ -95,7 +98,7 @@ class TelecomDomain(TauDomain):
 
     def replayed_state(self, task: Task, trajectory: Sequence[Message]) -> State:
         """The state ``trajectory`` leads to: its executed calls, both sides', run again from the task's start."""
-        state = self.initial_state(task)
+        state = self.new_state(task)
         for requestor, call in executed_calls(list(trajectory)):
             try:
                 (self.run_user_tool if requestor == "user" else self.run_tool)(state, call.name, call.parsed_arguments())
