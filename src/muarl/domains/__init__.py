@@ -18,6 +18,7 @@ DOMAINS: dict[str, str] = {
     "tau-airline": "muarl.domains.tau:tau_airline",
     "tau2-retail": "muarl.domains.tau:tau2_retail",
     "tau2-airline": "muarl.domains.tau:tau2_airline",
+    "tau2-telecom": "muarl.domains.tau.telecom:tau2_telecom",
     "acebench-normal": "muarl.domains.acebench:acebench_normal",
     "acebench-special": "muarl.domains.acebench:acebench_special",
     "acebench-agent": "muarl.domains.acebench.agent:acebench_agent",

@@ -21,12 +21,12 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from muarl.errors import InputError
-from muarl.types import Action, Task, ToolKind, ToolSpec
+from muarl.types import Action, Message, Task, ToolKind, ToolSpec
 
 _DELETED = object()
 
@@ -449,8 +449,13 @@ class Domain:
 
     def new_state(self, task: Task | None = None) -> State:
         """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
-        agent entries) start it from ``task``'s."""
+        agent entries, τ² telecom's broken phones) start it from ``task``'s."""
         return State(self.base)
+
+    def setup_key(self, task: Task) -> Any:
+        """What ``new_state(task)`` depends on besides the seed data and the task's actions (none here), for
+        caching gold hashes."""
+        return None
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:
@@ -482,6 +487,18 @@ class Domain:
             raise ToolError(f"unknown tool {name!r}; available tools: {self.tools.names()}")
         return t(state, arguments)
 
+    def run_user_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one of the user's own tools (dual-control worlds); raises :class:`ToolError` like :meth:`run_tool`."""
+        t = self.user_tools.get(name)
+        if t is None:
+            raise ToolError(f"unknown tool {name!r}; available tools: {self.user_tools.names()}")
+        return t(state, arguments)
+
+    def env_assertions(self, task: Task, trajectory: Sequence[Message]) -> dict[str, bool]:
+        """τ²'s ENV_ASSERTION checks of ``task`` on the state ``trajectory`` leads to, by name; only worlds whose
+        tasks assert on the environment (τ² telecom) have them."""
+        raise ValueError(f"domain {self.name!r} has no environment assertions")
+
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
         """Run gold actions in order; raises :class:`GoldReplayError` on the first tool error."""
         outputs = []
@@ -495,10 +512,10 @@ class Domain:
     def gold_hash(self, task: Task) -> str:
         """Hash of the state reached by replaying the task's gold actions on a fresh state (cached by the actions,
         which are all it depends on: a task read from a results file may share its id with a different one)."""
-        key = canonical_json([[a.name, a.kwargs] for a in task.actions])
+        key = canonical_json([[[a.name, a.kwargs, a.requestor] for a in task.actions], self.setup_key(task)])
         h = self._gold_hashes.get(key)
         if h is None:
-            state = self.new_state()
+            state = self.new_state(task)
             self.replay(state, task.actions)
             h = self._gold_hashes[key] = state.hash()
         return h
