@@ -32,8 +32,8 @@ from muarl.domains import load_domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.domains.bfcl.calls import format_call
 from muarl.models.base import Agent, AgentSession, AgentTurn
-from muarl.rollout.episode import NOT_EXECUTED_OUTPUT, LoopConfig, run_episode
-from muarl.types import Episode, Message, Task, ToolCall
+from muarl.rollout.episode import LoopConfig, run_episode
+from muarl.types import NOT_EXECUTED_OUTPUT, Episode, Message, Task, ToolCall
 from muarl.users.scripted import ScriptedUser
 
 KINDS = ("exact", "drop_call", "alter_argument", "skip_turn", "duplicate_call", "swap_calls", "extra_error_call", "early_call", "cut_short")

@@ -68,7 +68,7 @@ class LineUser(UserSimulator):
         self.error = error
         self.histories: list[list[Message]] = []  # what each reply() was shown
 
-    def new_session(self, task: Task, seed: int) -> UserSession:
+    def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         user = self
 
         class _Session(UserSession):

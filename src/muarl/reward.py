@@ -66,10 +66,18 @@ def _tau2(**options: str | float | None) -> RewardFn:
     return tau2_reward(**options)  # type: ignore[arg-type]
 
 
+def _acebench() -> RewardFn:
+    """ACEBench's checker on the agent's answer; see :mod:`muarl.evals.acebench_checker`."""
+    from muarl.evals.acebench_checker import acebench_reward
+
+    return acebench_reward
+
+
 REWARDS: dict[str, Callable[..., RewardFn]] = {
     "outcome": lambda: outcome_reward,
     "turn_penalised": turn_penalised,
     "tau2": _tau2,
+    "acebench": _acebench,
 }
 
 

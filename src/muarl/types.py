@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolKind = Literal["read", "write", "think", "generic"]
+Requestor = Literal["assistant", "user"]  # who makes a tool call: the agent, or (in dual-control worlds) the user
 Termination = Literal[
     "user_stop",  # the user said ###STOP###
     "user_transfer",  # the user said ###TRANSFER###
@@ -207,6 +208,7 @@ class Action(_Model):
     name: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     request: int | None = None  # index of the user request it serves (embedded tasks), None when unknown
+    requestor: Requestor = "assistant"  # "user" for an action the user takes on their own device (τ² telecom)
 
 
 class UserRequest(_Model):
@@ -241,6 +243,30 @@ class Task(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def with_user_tool_messages(messages: list[Message], user_tool_messages: list[tuple[int, list[Message]]]) -> list[Message]:
+    """``messages`` with each run of the user's tool traffic inserted before the message at its index."""
+    if not user_tool_messages:
+        return messages
+    merged: list[Message] = []
+    start = 0
+    for index, acted in user_tool_messages:
+        merged += messages[start:index] + acted
+        start = index
+    return merged + messages[start:]
+
+
+NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
+NOT_EXECUTED_OUTPUT = f"Error: {NOT_EXECUTED}"  # the tool message of a skipped call (scorers that replay calls skip it)
+
+
+def executed_calls(trajectory: list[Message]) -> list[tuple[Requestor, ToolCall]]:
+    """The tool calls a trajectory ran, in order, with who made them (a ``user`` message carrying calls is the
+    user's, in dual-control worlds): every call except those the episode loop skipped (:data:`NOT_EXECUTED`)."""
+    skipped = {m.tool_call_id for m in trajectory if m.role == "tool" and m.content == NOT_EXECUTED_OUTPUT}
+    return [("user" if m.role == "user" else "assistant", call) for m in trajectory if m.role in ("assistant", "user")
+            for call in m.tool_calls or [] if call.id not in skipped]
+
+
 class ToolExecution(_Model):
     """What happened when the loop ran one tool call."""
 
@@ -252,6 +278,7 @@ class ToolExecution(_Model):
     error: str | None = None  # None on success
     error_kind: Literal["malformed", "unknown_tool", "bad_arguments", "tool", "not_executed"] | None = None
     seconds: float = 0.0
+    requestor: Requestor = "assistant"  # "user": a call the simulated user made inside its turn (dual control)
 
 
 class TurnTiming(_Model):
@@ -328,6 +355,14 @@ class Episode(_Model):
     seconds: float = 0.0
     seed: int | None = None
     tokens: TokenTrace | None = None
+    # dual control: the user's own tool calls and their results, each run with the index in ``messages`` of the
+    # user message they came before (the agent never sees them; :meth:`trajectory` puts them back)
+    user_tool_messages: list[tuple[int, list[Message]]] = Field(default_factory=list)
+
+    def trajectory(self) -> list[Message]:
+        """The whole conversation as it happened: the agent's view with the user's tool traffic put back in place
+        (what τ² scores, and what a replay must run); the agent's view itself where the user has no tools."""
+        return with_user_tool_messages(self.messages, self.user_tool_messages)
 
     @property
     def errored(self) -> bool:

@@ -26,3 +26,8 @@ def tau2_retail() -> Domain:
 @pytest.fixture(scope="session")
 def tau2_airline() -> Domain:
     return load_or_skip("tau2-airline")
+
+
+@pytest.fixture(scope="session")
+def tau2_telecom() -> Domain:
+    return load_or_skip("tau2-telecom")

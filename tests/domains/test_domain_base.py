@@ -104,6 +104,13 @@ def test_registry_reads_decorator_metadata_and_keeps_order():
         ToolRegistry.from_functions([base])
 
 
+def test_an_unlisted_tool_runs_but_is_not_offered():
+    reg = ToolRegistry.from_functions([set_color, get_item])
+    held_out = ToolRegistry(reg, unlisted=["get_item"])
+    assert [s.name for s in held_out.specs()] == ["set_color"]
+    assert "get_item" in held_out and held_out.names() == ["set_color", "get_item"]
+
+
 def test_unannotated_or_unsupported_parameters_are_rejected():
     def untyped(state, x):
         """Nope."""

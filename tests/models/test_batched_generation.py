@@ -126,6 +126,25 @@ def test_batched_and_shared_equals_one_at_a_time(domain, temperature):
         assert [m.content for m in a.messages] == [m.content for m in b.messages]
 
 
+def test_turns_requested_together_join_the_batch_in_one_add(domain, monkeypatch):
+    """Joining rows one ``RowBatch.add`` at a time re-copied the whole batch once per row."""
+    from muarl.models.kv_cache import RowBatch
+
+    joined: list[int] = []  # rows per RowBatch.add
+    add = RowBatch.add
+
+    def counted(self, row_caches):
+        joined.append(len(row_caches))
+        return add(self, row_caches)
+
+    monkeypatch.setattr(RowBatch, "add", counted)
+    model, tok = tiny_random_lm(seed=5)
+    policy = LocalPolicy(model, tok, sampling=SamplingConfig(temperature=1.0, max_new_tokens=10))
+    episodes = _concurrent(policy, domain, [1, 2, 3, 4])
+    assert all(ep.error is None for ep in episodes)
+    assert joined[0] == 4  # the four first turns, submitted together
+
+
 def test_batch_size_is_bounded_and_a_failing_model_fails_every_turn_in_flight(domain):
     model, tok = tiny_random_lm(seed=5)
     policy = LocalPolicy(model, tok, sampling=SamplingConfig(max_new_tokens=6), max_batch_rows=2)

@@ -8,6 +8,7 @@ import torch
 from booking_world import ListUser
 from transformers import DynamicCache
 
+from muarl.models import kv_cache
 from muarl.models.kv_cache import (
     PrefixCache,
     RowBatch,
@@ -82,7 +83,7 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
         for ctx in contexts:
             cache = DynamicCache()
             model(input_ids=ctx, past_key_values=cache, use_cache=True)
-            batch.add(cache)
+            batch.add([cache])  # one at a time: free slots, widening and rebuilds all happen
         assert batch.pads == [12, 0, 8] and batch.lengths == [5, 17, 9]
         got = []
         for step in range(2):
@@ -160,3 +161,148 @@ def test_bfloat16_storage_samples_what_float32_storage_under_autocast_samples(do
     for a, b in zip(stored, episodes(float32_policy)):
         assert a.tokens.input_ids == b.tokens.input_ids and a.tokens.logprobs == b.tokens.logprobs
     assert len({tuple(e.tokens.input_ids) for e in stored}) > 1
+
+
+class Rows:
+    """A ``RowBatch`` next to the token ids each of its rows holds, to check every batched forward against the
+    same ids run alone."""
+
+    def __init__(self, model):
+        self.model = model
+        self.batch = RowBatch()
+        self.ids: list[list[int]] = []  # per row of the batch, in order
+
+    def session(self, ids: list[int]) -> tuple[list[int], DynamicCache]:
+        cache = growing_cache()
+        with torch.no_grad():
+            self.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        return ids, cache
+
+    def add(self, *sessions: tuple[list[int], DynamicCache]) -> None:
+        self.batch.add([cache for _, cache in sessions])
+        self.ids += [list(ids) for ids, _ in sessions]
+
+    def step(self, token: int) -> None:
+        """One decode step (row r is fed ``token + r``); each row's logits must be its ids' alone."""
+        feed = [token + r for r in range(len(self.ids))]
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor(feed)[:, None], past_key_values=self.batch.cache, use_cache=True,
+                             attention_mask=self.batch.attention_mask(), position_ids=self.batch.positions())
+            self.batch.advance()
+            for r, t in enumerate(feed):
+                self.ids[r].append(t)
+                alone = self.model(input_ids=torch.tensor([self.ids[r]])).logits[0, -1]
+                torch.testing.assert_close(out.logits[r, -1], alone, atol=1e-5, rtol=0)
+        assert self.batch.lengths == [len(ids) for ids in self.ids]
+
+    def remove(self, *rows: int) -> list[tuple[list[int], DynamicCache]]:
+        """Take rows out; each comes back as a session cache holding exactly its ids."""
+        caches = self.batch.remove(list(rows))
+        taken = [(self.ids[r], cache) for r, cache in zip(rows, caches)]
+        self.ids = [ids for r, ids in enumerate(self.ids) if r not in rows]
+        for ids, cache in taken:
+            alone = DynamicCache()
+            with torch.no_grad():
+                self.model(input_ids=torch.tensor([ids]), past_key_values=alone, use_cache=True)
+            for (k, v), (k2, v2) in zip(cache_layers(cache), cache_layers(alone)):
+                torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
+                torch.testing.assert_close(v, v2, atol=1e-5, rtol=0)
+        assert min(self.batch.pads, default=0) == 0  # padding no row needs was dropped
+        return taken
+
+    def storage(self) -> int:
+        return self.batch.cache.layers[0].storage[0].data_ptr()
+
+
+def _ids(n: int, seed: int) -> list[int]:
+    return torch.randint(3, 300, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alone(monkeypatch):
+    """Rows go into free slots, widen the window leftwards, force rebuilds, leave from the middle, first and
+    last; after every change each row's next logits are those of its ids alone. Uninitialised storage is
+    filled with NaN here, so a padding position the batch forgot to zero would show up in every logit."""
+    real = kv_cache.new_storage
+
+    def poisoned(*args, **kwargs):
+        return tuple(t.fill_(float("nan")) for t in real(*args, **kwargs))
+
+    monkeypatch.setattr(kv_cache, "new_storage", poisoned)
+    model, _ = tiny_random_lm(seed=6)
+    rows = Rows(model)
+    a, b, c, d = (rows.session(_ids(n, seed)) for seed, n in enumerate((5, 17, 9, 12)))
+    rows.add(a, b, c, d)
+    assert rows.batch.pads == [12, 0, 8, 5]
+    rows.step(20)
+    first = rows.storage()
+    taken_c, taken_a = rows.remove(2, 0)  # not in order, and around a row that stays
+    assert rows.batch.pads == [0, 5] and rows.storage() == first
+    rows.step(30)
+    # a row that had another turn comes back longer than the batch: a free slot, the window widened leftwards
+    with torch.no_grad():
+        model(input_ids=torch.tensor([list(range(7, 19))]), past_key_values=taken_c[1], use_cache=True)
+    rows.add((taken_c[0] + list(range(7, 19)), taken_c[1]))
+    assert rows.batch.lengths == [19, 14, 22] and rows.batch.pads == [3, 8, 0] and rows.storage() == first
+    rows.step(40)
+    rows.remove(2)  # the last row
+    rows.step(50)
+    rows.add(taken_a, rows.session(_ids(40, 5)), rows.session(_ids(8, 6)))  # more rows than free slots: one rebuild
+    assert rows.storage() != first
+    rows.step(60)
+    rows.remove(0, 3)
+    second = rows.storage()
+    rows.add(rows.session(_ids(400, 7)))  # a free slot, but longer than the room on the left: rebuilt
+    assert rows.storage() != second
+    rows.step(70)
+    rows.remove(3, 1, 0, 2)
+    assert len(rows.batch) == 0 and rows.batch.cache is None
+    rows.add(rows.session(_ids(3, 8)))
+    rows.step(80)
+
+
+def test_joining_rows_copy_the_batch_once_and_leaving_rows_copy_only_themselves(monkeypatch):
+    """Storage allocations, counted: 16 rows joining together allocate the batch once (it was rebuilt once per
+    row, each time copying every row so far); decode steps, rows leaving and rows joining into free slots
+    allocate only the leaving rows' own caches, and the batch's storage stays where it is."""
+    allocated: list[int] = []  # rows of each storage allocated
+    real = kv_cache.new_storage
+
+    def counted(rows, *args, **kwargs):
+        allocated.append(rows)
+        return real(rows, *args, **kwargs)
+
+    model, _ = tiny_random_lm(seed=6)
+    rows = Rows(model)
+    sessions = [rows.session(_ids(n, seed)) for seed, n in enumerate(range(20, 36))]
+    monkeypatch.setattr(kv_cache, "new_storage", counted)
+    layers = model.config.num_hidden_layers
+    rows.add(*sessions)
+    assert allocated == [16] * layers
+    storage = rows.storage()
+    rows.step(5)
+    rows.step(6)
+    taken = rows.remove(3, 9, 0)
+    assert allocated == [16] * layers + [1] * 3 * layers  # the three leaving rows, each into its own storage
+    rows.add(*taken[:2])
+    rows.step(7)
+    assert len(allocated) == 4 * layers and rows.storage() == storage
+
+
+def test_a_batch_whose_keys_were_replaced_from_outside_starts_from_them():
+    """Transformers may reindex a cache's rows (``batch_select_indices``): the batch then holds tensors it does
+    not own, so it copies from them (never from its stale storage, never writing into them)."""
+    model, _ = tiny_random_lm(seed=6)
+    rows = Rows(model)
+    rows.add(rows.session(_ids(5, 0)), rows.session(_ids(9, 1)), rows.session(_ids(7, 2)))
+    rows.step(10)
+    order = [2, 0, 1]
+    for layer in rows.batch.cache.layers:
+        layer.batch_select_indices(torch.tensor(order))
+    given = [(layer.keys, layer.keys.clone()) for layer in rows.batch.cache.layers]
+    rows.ids = [rows.ids[r] for r in order]
+    rows.batch.lengths = [rows.batch.lengths[r] for r in order]
+    rows.batch.pads = [rows.batch.pads[r] for r in order]
+    rows.remove(0)
+    rows.add(rows.session(_ids(4, 3)))
+    rows.step(11)
+    assert all(torch.equal(k, before) for k, before in given)

@@ -158,10 +158,10 @@ class RandomAgentOutput:
 
     def __init__(self, domain: Domain, tasks: list[Task], seed: int):
         self.rng = random.Random(seed)
-        self.specs = domain.tools.specs()
+        self.specs = [s for t in tasks[:50] for s in domain.task_tools(t).specs()]  # a task may bring its own tools (ACEBench, BFCL)
+        # gold values too: a world without seed tables (ACEBench, BFCL: their states are per task) has no others
+        self.values = seed_values(domain, self.rng) + [v for t in tasks[:50] for a in t.actions for v in a.kwargs.values()] + EXOTIC
         self.gold = [a for t in tasks for a in t.actions]
-        # a world without seed tables (BFCL: its state is per task) offers the values its gold calls use
-        self.values = seed_values(domain, self.rng) or [v for a in self.gold for v in a.kwargs.values() if isinstance(v, (str, int, float))]
         self.calls = 0
 
     def value(self, schema: dict, depth: int = 0):

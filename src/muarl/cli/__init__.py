@@ -17,6 +17,7 @@ from muarl.errors import InputError
 COMMANDS: dict[str, str] = {
     "rollout": "muarl.cli.rollout:rollout",
     "eval": "muarl.cli.evaluate:evaluate",
+    "eval-suite": "muarl.cli.eval_suite:eval_suite",
     "tasks": "muarl.cli.tasks:tasks",
     "synth": "muarl.cli.synth:synth",
     "serve-mcp": "muarl.cli.serve_mcp:serve_mcp",
@@ -25,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "sft": "muarl.cli.train:sft",
     "plot": "muarl.cli.train:plot",
     "export": "muarl.cli.export:export",
+    "export-verl": "muarl.cli.export_verl:export_verl",
     "serve": "muarl.cli.serve:serve",
     "demo": "muarl.cli.demo:demo",
 }

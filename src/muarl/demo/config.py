@@ -33,10 +33,11 @@ FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 2.0, "grpo_minutes": 30.0,
     "control": True,
 }
-# Minutes, not a measurement: few tasks, a short cold start, two small GRPO steps, no control.
+# Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
+# at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
 QUICK: dict[str, Any] = {
-    "eval_tasks": 24, "base_eval_tasks": 8, "sft_demos": 60, "sft_epochs": 1.0, "grpo_minutes": 4.0,
-    "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
+    "max_difficulty": 1, "max_turns": 6, "eval_tasks": 16, "base_eval_tasks": 4, "sft_demos": 60, "sft_epochs": 1.0, "sft_lr": 1e-4,
+    "grpo_minutes": 3.0, "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
 }
 FORMS = {"quick": QUICK, "full": FULL}
 

@@ -369,10 +369,12 @@ def make_tool(fn: Callable[..., Any], kind: ToolKind = "generic", terminal: bool
 
 
 class ToolRegistry:
-    """An ordered set of tools, looked up by name."""
+    """An ordered set of tools, looked up by name. ``unlisted`` tools run but are left out of :meth:`specs`: an
+    episode may announce them later in a message (BFCL miss_func's held-out functions) without offering them first."""
 
-    def __init__(self, tools: Iterable[Tool] = ()):
+    def __init__(self, tools: Iterable[Tool] = (), unlisted: Iterable[str] = ()):
         self._tools: dict[str, Tool] = {}
+        self.unlisted = frozenset(unlisted)
         for t in tools:
             self.add(t)
 
@@ -418,7 +420,7 @@ class ToolRegistry:
         return list(self._tools)
 
     def specs(self) -> list[ToolSpec]:
-        return [t.spec for t in self._tools.values()]
+        return [t.spec for t in self._tools.values() if t.name not in self.unlisted]
 
 
 # ---------------------------------------------------------------- domain
@@ -448,12 +450,14 @@ class Domain:
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
     def new_state(self, task: Task | None = None) -> State:
-        """A fresh state for an episode (of ``task``: worlds whose initial state differs per task need it)."""
+        """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
+        agent entries, τ² telecom's broken phones, BFCL's entries) start it from ``task``'s."""
         return State(self.base)
 
-    def tool_specs(self, task: Task) -> list[ToolSpec]:
-        """The tools offered to the agent for ``task`` (all of the domain's, unless a world offers each task its own)."""
-        return self.tools.specs()
+    def setup_key(self, task: Task) -> Any:
+        """What ``new_state(task)`` depends on besides the seed data and the task's actions (none here), for
+        caching gold hashes."""
+        return None
 
     def verdict(self, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo | None:
         """The domain's own scoring of an episode, for benchmarks whose verdict is not "the final state equals the
@@ -478,12 +482,29 @@ class Domain:
         """What the agent is told first: the domain policy (as in τ-bench)."""
         return self.policy
 
+    def task_tools(self, task: Task) -> ToolRegistry:
+        """The tools an episode of ``task`` offers the agent: the domain's, unless its tasks each bring their own
+        (ACEBench's entries each list the functions the model may call)."""
+        return self.tools
+
     def run_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one agent tool; raises :class:`ToolError` for refusals and unknown tools."""
         t = self.tools.get(name)
         if t is None:
             raise ToolError(f"unknown tool {name!r}; available tools: {self.tools.names()}")
         return t(state, arguments)
+
+    def run_user_tool(self, state: State, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one of the user's own tools (dual-control worlds); raises :class:`ToolError` like :meth:`run_tool`."""
+        t = self.user_tools.get(name)
+        if t is None:
+            raise ToolError(f"unknown tool {name!r}; available tools: {self.user_tools.names()}")
+        return t(state, arguments)
+
+    def env_assertions(self, task: Task, trajectory: Sequence[Message]) -> dict[str, bool]:
+        """τ²'s ENV_ASSERTION checks of ``task`` on the state ``trajectory`` leads to, by name; only worlds whose
+        tasks assert on the environment (τ² telecom) have them."""
+        raise ValueError(f"domain {self.name!r} has no environment assertions")
 
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
         """Run gold actions in order; raises :class:`GoldReplayError` on the first tool error."""
@@ -498,10 +519,10 @@ class Domain:
     def gold_hash(self, task: Task) -> str:
         """Hash of the state reached by replaying the task's gold actions on a fresh state (cached by the actions,
         which are all it depends on: a task read from a results file may share its id with a different one)."""
-        key = canonical_json([[a.name, a.kwargs] for a in task.actions])
+        key = canonical_json([[[a.name, a.kwargs, a.requestor] for a in task.actions], self.setup_key(task)])
         h = self._gold_hashes.get(key)
         if h is None:
-            state = self.new_state()
+            state = self.new_state(task)
             self.replay(state, task.actions)
             h = self._gold_hashes[key] = state.hash()
         return h

@@ -233,9 +233,10 @@ def _from_episode(line: str, path: str | Path, number: int) -> Trajectory:
     except ValueError as exc:
         raise ReplayInputError(f"{path}:{number}: not a muarl episode ({_reason(exc)})") from None
     skipped = {e.call_id for e in episode.tool_executions if e.error_kind == "not_executed"}
-    executed = {c.id for m in episode.messages for c in (m.tool_calls or []) if c.id not in skipped}
+    messages = episode.trajectory()
+    executed = {c.id for m in messages for c in (m.tool_calls or []) if c.id not in skipped}
     return Trajectory(
-        task_id=episode.task_id, trial=episode.trial, messages=episode.messages, executed=executed,
+        task_id=episode.task_id, trial=episode.trial, messages=messages, executed=executed,
         recorded_reward=episode.reward.reward if episode.reward else None, termination=episode.termination,
     )
 
@@ -253,20 +254,21 @@ def replay_trajectory(domain: Domain, trajectory: Trajectory, reward_fn: RewardF
     answered = {m.tool_call_id for m in trajectory.messages if m.role == "tool"}
     ran = trajectory.executed if trajectory.executed is not None else answered
     stops = "tau2" not in task.metadata  # a terminal tool ends a τ-bench or muarl episode, not a τ² one
-    state = domain.new_state()
+    state = domain.new_state(task)
     calls = refused = 0
     outputs: list[str] = []
     scored = list(trajectory.messages)  # what the reward reads: the record up to where the episode ended
     for index, message in enumerate(trajectory.messages):
-        if message.role != "assistant":
+        if message.role not in ("assistant", "user"):
             continue
+        run = domain.run_user_tool if message.role == "user" else domain.run_tool  # the user's own tools (dual control)
         ended = False
         for call in message.tool_calls or []:
             if call.id not in ran:
                 continue
             calls += 1
             try:
-                outputs.append(domain.run_tool(state, call.name, call.parsed_arguments()))
+                outputs.append(run(state, call.name, call.parsed_arguments()))
             except Exception as exc:  # noqa: BLE001 - a refused or malformed call is part of the record, as in the episode
                 refused += 1
                 outputs.append(f"Error: {exc}")

@@ -7,8 +7,12 @@ A τ² task says which checks count (its ``reward_basis``) and the reward is the
   state (refused gold calls change nothing, as in τ²);
 * ``COMMUNICATE``: each ``communicate_info`` string appears, lower-cased, in some assistant message whose
   text is lower-cased with commas removed (the string itself keeps its commas, as in τ²);
-* ``ACTION``: each gold action is matched by some tool call of the trajectory: same name, and equal values on
-  the action's ``compare_args`` (when it names none, on the arguments the call itself passed);
+* ``ENV_ASSERTION`` (τ² telecom): each of the task's assertions holds on the state the trajectory leads to
+  (the world replays the trajectory's calls, the agent's and the user's, from the task's initial state, as τ²
+  does; see :meth:`muarl.domains.base.Domain.env_assertions`);
+* ``ACTION``: each gold action is matched by some tool call of the trajectory, the agent's or the user's: same
+  name, and equal values on the action's ``compare_args`` (when it names none, on the arguments the call itself
+  passed);
 * ``NL_ASSERTION``: an LLM judge, reached over an OpenAI-compatible endpoint (model and address configured,
   never built in), reads the conversation and grades each assertion; all must hold.
 
@@ -165,19 +169,24 @@ def evaluate_tau2(
         raise ValueError(f"task {task.id!r} of {task.domain!r} has no τ² criteria (metadata['tau2']); use a tau2-* domain")
     basis = criteria["reward_basis"]
     unknown = set(basis) - set(BASES)
-    if unknown or "ENV_ASSERTION" in basis:
-        raise ValueError(f"task {task.id!r}: reward basis {sorted(unknown) or ['ENV_ASSERTION']} is not supported for retail/airline")
+    if unknown:
+        raise ValueError(f"task {task.id!r}: reward basis {sorted(unknown)} is not one of τ²'s {list(BASES)}")
     gold_hash = domain.gold_hash(task)
     state_match = final_hash == gold_hash
     found = {info: communicated(info, messages) for info in criteria["communicate_info"]}
-    calls = [c for m in messages if m.role == "assistant" for c in _arguments(m)]
+    calls = [c for m in messages if m.role in ("assistant", "user") for c in _arguments(m)]  # τ² counts the user's calls too
     action_checks = {a.get("action_id") or a["name"]: any(action_matches(a, n, args) for n, args in calls) for a in criteria["actions"]}
     components = {
         "DB": float(state_match),
         "COMMUNICATE": float(all(found.values())),
         "ACTION": float(all(action_checks.values())),
     }
+    if criteria.get("env_assertions"):
+        env_checks = domain.env_assertions(task, messages)
+        components["ENV_ASSERTION"] = float(all(env_checks.values()))
     details: dict[str, Any] = {"reward_basis": basis, "actions": action_checks, "nl_judged": False}
+    if criteria.get("env_assertions"):
+        details["env_assertions"] = env_checks
     assertions = criteria["nl_assertions"]
     if "NL_ASSERTION" in basis:
         if not assertions:

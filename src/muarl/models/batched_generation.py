@@ -9,7 +9,8 @@ request is left:
 1. yield to the event loop until no more requests arrive (every episode that can reach its next turn
    without the model has done so: tool calls and scripted users are plain Python);
 2. admit waiting requests, up to ``max_rows``: each row's new ids (tool results, user reply, generation
-   prompt) are prefilled on its own cache, and its first token is sampled from that forward;
+   prompt) are prefilled on its own cache, and its first token is sampled from that forward; the rows not
+   finished by it then join the batch together (one ``RowBatch.add``);
 3. one decode step for the whole batch: the last sampled token of every row, its true position, a
    left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`); then each row samples its next
    token with its own generator;
@@ -132,7 +133,9 @@ class BatchedGenerator:
         return next(self.model.parameters()).device
 
     def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
-        """Prefill waiting requests (one forward each) and move the unfinished ones into the batch."""
+        """Prefill waiting requests (one forward each) and move the unfinished ones into the batch, all in one
+        ``RowBatch.add`` (one copy of the batch at most, however many join)."""
+        joining = []
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
             feed = torch.tensor([request.feed], device=self._device())
@@ -144,9 +147,12 @@ class BatchedGenerator:
             if finished:
                 self._finish(request, request.cache)
             else:
-                batch.add(request.cache)
-                request.cache = None  # the batch holds it now
-                rows.append(request)
+                rows.append(request)  # in ``rows`` at once, so that a later forward that raises fails it too
+                joining.append(request)
+        if joining:
+            batch.add([request.cache for request in joining])
+        for request in joining:
+            request.cache = None  # the batch holds a copy now
 
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         device = self._device()

@@ -1,18 +1,10 @@
 """The token-level policy: a local transformers model that keeps the exact tokens of its episode.
 
-Token in, token out. A session holds the token ids of its conversation so far. On each turn it appends only
-the *delta* (the tool results and user reply since its last turn, rendered by the chat format and
-tokenised on their own), then samples the assistant turn token by token with a KV cache, and keeps the ids
-it sampled as they are. The history is never re-rendered or re-tokenised, because re-encoding generated
-text does not always give back the sampled ids; so the sequence the trainer sees is exactly the sequence
-the policy was conditioned on and sampled. Alongside the ids the session records
-
-- ``loss_mask``: 1 on every sampled token (the end-of-turn token included: the policy must learn to stop),
-  0 on everything rendered (system prompt, user turns, tool results, the template's text after
-  end-of-turn, a forced end-of-turn after a turn cut at ``max_new_tokens``);
-- ``logprobs``: the log-probability of each sampled token under the temperature-scaled model distribution
-  (before top-p truncation); with temperature 1 and top-p 1, the RL defaults, it is the policy's own
-  log-probability. 0.0 where the mask is 0.
+Token in, token out: a session is a :class:`~muarl.models.token_session.TokenSession` (the append-only
+trace of ids, loss mask and log-probs, and why nothing is re-tokenised) whose turns are sampled here, token
+by token with a KV cache. The log-probability recorded for each sampled token is taken under the
+temperature-scaled model distribution (before top-p truncation); with temperature 1 and top-p 1, the RL
+defaults, it is the policy's own log-probability.
 
 Bad output is data: generated text is parsed by the chat format, and a tool call that cannot be parsed is
 still returned (raw text as its arguments) for the episode loop to answer with an error observation.
@@ -36,9 +28,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
-from muarl.models.chat_formats import ChatFormat, get_chat_format
-from muarl.types import Message, Task, TokenTrace, ToolSpec, Usage
+from muarl.models.base import Agent
+from muarl.models.chat_formats import ChatFormat
+from muarl.models.token_session import TokenFormat, TokenSession
+from muarl.types import Task, ToolSpec
 
 
 @dataclass
@@ -77,8 +70,9 @@ def sample_token(logits: Any, temperature: float, top_p: float, generator: Any) 
     return token, float(logprobs[token])
 
 
-class LocalPolicy(Agent):
-    """An :class:`Agent` over a transformers causal LM; its sessions record :class:`TokenTrace` s."""
+class LocalPolicy(TokenFormat, Agent):
+    """An :class:`Agent` over a transformers causal LM (and its :class:`TokenFormat`); its sessions record
+    :class:`~muarl.types.TokenTrace` s."""
 
     def __init__(self, model: Any, tokenizer: Any, chat_format: ChatFormat | str = "chatml-hermes",
                  sampling: SamplingConfig | None = None, name: str = "local", *,
@@ -92,16 +86,10 @@ class LocalPolicy(Agent):
         from muarl.models.batched_generation import BatchedGenerator
         from muarl.models.kv_cache import PrefixCache
 
+        super().__init__(tokenizer, chat_format)
         self.model = model
-        self.tokenizer = tokenizer
-        self.chat_format = get_chat_format(chat_format) if isinstance(chat_format, str) else chat_format
         self.sampling = sampling or SamplingConfig()
         self.name = name
-        end_id = tokenizer.convert_tokens_to_ids(self.chat_format.end_of_turn)
-        if end_id is None or end_id == tokenizer.unk_token_id:
-            raise ValueError(f"tokenizer has no token {self.chat_format.end_of_turn!r} required by format {self.chat_format.name!r}")
-        self.end_of_turn_id: int = end_id
-        self.stop_ids = {end_id} | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
         large_tensors_from_mmap()  # growing KV caches otherwise fragment the heap without bound
         self.prefix_cache = PrefixCache(model) if share_prefix else None
         self.generator = BatchedGenerator(model, self._sample, self.stop_ids, bf16=self.sampling.bf16,
@@ -113,9 +101,6 @@ class LocalPolicy(Agent):
 
         model, tokenizer = load_causal_lm(name_or_path)
         return cls(model, tokenizer, chat_format, sampling, name=name_or_path)
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _sample(self, logits: Any, generator: Any) -> tuple[int, float]:
         return sample_token(logits, self.sampling.temperature, self.sampling.top_p, generator)
@@ -149,63 +134,30 @@ class LocalPolicy(Agent):
         return LocalSession(self, tools, seed)
 
 
-class LocalSession(AgentSession):
+class LocalSession(TokenSession):
+    """A :class:`TokenSession` whose turns this process samples from the policy's model."""
+
     def __init__(self, policy: LocalPolicy, tools: list[ToolSpec], seed: int):
         import torch
 
+        super().__init__(policy, tools, policy.sampling.max_new_tokens, policy.sampling.max_context)
         self.policy = policy
-        self.tools = tools
-        self.ids: list[int] = []
-        self.loss_mask: list[int] = []
-        self.logprobs: list[float] = []
         self._cache: Any = None
         self._n_cached = 0  # ids[:_n_cached] are in the KV cache
-        self._seen = 0  # messages of the conversation already in ids
-        self._last: Message | None = None  # the message this session produced last
-        self._turns = 0
         self._generator = torch.Generator().manual_seed(seed)
 
-    # ---------------------------------------------------------------- context
-    def _append(self, ids: list[int], logprobs: list[float] | None = None) -> None:
-        self.ids.extend(ids)
-        self.loss_mask.extend([1 if logprobs is not None else 0] * len(ids))
-        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
-
-    def _extend_context(self, messages: list[Message]) -> None:
-        """Append whatever the conversation gained since this session's last turn, and the generation prompt.
-
-        The first time, the system turn (with the tool schemas) is tokenised on its own: it is the prefix every
-        session of the domain shares, and its KV cache is taken from the policy's prefix cache."""
-        policy, fmt = self.policy, self.policy.chat_format
-        if self._last is None:
-            if not messages or messages[0].role != "system":
-                raise ModelError("a local policy session needs the system prompt as the first message")
-            system = policy.encode(fmt.system_text(messages[0].content or "", self.tools))
-            self._append(system)
-            if policy.prefix_cache is not None:
-                self._cache = policy.prefix_cache.session_cache(system, policy.prefill)
-                self._n_cached = len(system)
-            self._append(policy.encode(fmt.render_delta(messages[1:]) + fmt.generation_prompt))
-            return
-        if len(messages) < self._seen or messages[self._seen - 1] != self._last:
-            raise ModelError("the conversation was rewritten between turns; a local policy session only appends")
-        closing = "" if self.ids[-1] in policy.stop_ids else fmt.end_of_turn
-        self._append(policy.encode(closing + fmt.after_end + fmt.render_delta(messages[self._seen:]) + fmt.generation_prompt))
+    def _system_turn(self, ids: list[int]) -> None:
+        """Start from the policy's cached KV of the system turn (the prefix every session of the domain shares)."""
+        if self.policy.prefix_cache is not None:
+            self._cache = self.policy.prefix_cache.session_cache(ids, self.policy.prefill)
+            self._n_cached = len(ids)
 
     # ---------------------------------------------------------------- generation
-    def _budget(self) -> int:
-        cfg = self.policy.sampling
-        budget = min(cfg.max_new_tokens, cfg.max_context - len(self.ids))
-        if budget <= 0:
-            raise ContextFull(f"episode context is full ({len(self.ids)} of max_context={cfg.max_context} tokens)")
-        return budget
-
-    def _generate(self) -> tuple[list[int], list[float]]:
+    def _generate(self, budget: int) -> tuple[list[int], list[float]]:
         """This session alone: token by token on its own KV cache."""
         import torch
 
         policy = self.policy
-        budget = self._budget()
         if self._cache is None:
             self._cache = self.policy.kv_cache()
         device = next(policy.model.parameters()).device
@@ -223,11 +175,10 @@ class LocalSession(AgentSession):
                 feed = torch.tensor([[token]], device=device)
         return sampled, logprobs
 
-    async def _generate_batched(self) -> tuple[list[int], list[float]]:
+    async def _generate_batched(self, budget: int) -> tuple[list[int], list[float]]:
         """Through the policy's batched generator, together with the other sessions waiting for a turn."""
         from muarl.models.batched_generation import GenerationRequest
 
-        budget = self._budget()
         if self._cache is None:
             self._cache = self.policy.kv_cache()
         request = GenerationRequest(cache=self._cache, feed=self.ids[self._n_cached:], budget=budget, generator=self._generator)
@@ -236,29 +187,15 @@ class LocalSession(AgentSession):
         self._cache = done.cache
         return done.sampled, done.logprobs
 
-    async def act(self, messages: list[Message]) -> AgentTurn:
-        policy = self.policy
-        self._extend_context(messages)
+    async def _sample(self, budget: int) -> tuple[list[int], list[float]]:
         prompt_tokens = len(self.ids)
-        if policy.generator is not None:
-            sampled, logprobs = await self._generate_batched()
+        if self.policy.generator is not None:
+            sampled, logprobs = await self._generate_batched(budget)
         else:
-            sampled, logprobs = self._generate()
+            sampled, logprobs = self._generate(budget)
         # every sampled token but the last was fed back, so the cache ends one token before the sequence
         self._n_cached = prompt_tokens + len(sampled) - 1
-        self._append(sampled, logprobs)
-        body = sampled[:-1] if sampled[-1] in policy.stop_ids else sampled
-        text = policy.tokenizer.decode(body, skip_special_tokens=False)
-        message = policy.chat_format.parse(text, call_id_prefix=f"call_{self._turns}")
-        self._turns += 1
-        self._last = message
-        self._seen = len(messages) + 1
-        return AgentTurn(message=message, usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(sampled), requests=1))
-
-    def token_trace(self) -> TokenTrace | None:
-        if not self.ids:
-            return None
-        return TokenTrace(input_ids=list(self.ids), loss_mask=list(self.loss_mask), logprobs=list(self.logprobs))
+        return sampled, logprobs
 
     async def aclose(self) -> None:
         self._cache = None

@@ -6,8 +6,11 @@ episode starts: ask the user to identify (unless every wording of their opening 
 the look-up needs), look them up, then per user request (in order) state every write
 and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
 or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
-actions in order, confirming each write, and finally tells the required outputs. For tasks whose user
-follows a fixed script (BFCL) it makes each user turn's gold calls and then ends the turn in text.
+actions in order, confirming each write, and finally tells the required outputs; a gold action the user takes
+on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments. Tasks scored
+on a single response (``metadata["single_response"]``, ACEBench's) get it at once: all gold calls in one
+message, or the required outputs as its text. For tasks whose user follows a fixed script (BFCL) it makes each
+user turn's gold calls and then ends the turn in text.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from muarl.types import Action, Message, Task, ToolCall, ToolSpec, UserRequest
 
 ASK_IDENTITY = "Hello! Before I can help, could you give me your email, or your full name and date of birth, so I can verify your identity?"
 ANYTHING_ELSE = "Is there anything else I can help you with?"
+ASK_USER_ACTION = "Please do this on your phone:"
 
 
 def _say(text: str) -> Message:
@@ -41,7 +45,9 @@ class _Plan:
         self.looked_up: set[str] = set()
         self.steps: list[Message] = []
         self.calls = 0
-        if task.user.script:
+        if task.metadata.get("single_response"):
+            self._single_response(task)
+        elif task.user.script:
             self._scripted(task)
         elif task.user.requests:
             self._structured(task)
@@ -103,9 +109,20 @@ class _Plan:
                     self._call(action)
             self.steps.append(_say("Done."))
 
+    def _single_response(self, task: Task) -> None:
+        """Tasks scored on one response (ACEBench's): every gold call in one message, or else the outputs as its text."""
+        if task.actions:
+            calls = [ToolCall(id=f"call_{i + 1}", name=a.name, arguments=json.dumps(a.kwargs)) for i, a in enumerate(task.actions)]
+            self.steps.append(Message(role="assistant", tool_calls=calls))
+        else:
+            self.steps.append(_say(" ".join(task.outputs)))
+
     def _generic(self, task: Task) -> None:
         for action in task.actions:
-            self._call(action)
+            if action.requestor == "user":  # the user's own device: only the user can do it (τ² telecom)
+                self.steps.append(_say(f"{ASK_USER_ACTION} {action.name}({json.dumps(action.kwargs)})"))
+            else:
+                self._call(action)
         told = "; ".join(task.outputs)
         self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + ANYTHING_ELSE))
 

@@ -27,6 +27,10 @@ class ToolBackend(ABC):
     @abstractmethod
     async def call(self, name: str, arguments: dict[str, Any]) -> str: ...
 
+    async def call_user(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run one of the user's own tools (dual-control worlds); a backend that cannot fails the episode."""
+        raise BackendError(f"{type(self).__name__} does not run user tools; use the local tools backend")
+
     @abstractmethod
     async def state_hash(self) -> str: ...
 
@@ -35,7 +39,8 @@ class ToolBackend(ABC):
 
 
 class LocalToolBackend(ToolBackend):
-    """The domain's tools on a fresh in-process state."""
+    """The domain's tools (and the user's, in a dual-control world) on a fresh in-process state: the task's
+    starting state."""
 
     def __init__(self, domain: Domain, task: Task):
         self.domain = domain
@@ -43,6 +48,9 @@ class LocalToolBackend(ToolBackend):
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         return self.domain.run_tool(self.state, name, arguments)
+
+    async def call_user(self, name: str, arguments: dict[str, Any]) -> str:
+        return self.domain.run_user_tool(self.state, name, arguments)
 
     async def state_hash(self) -> str:
         return self.state.hash()

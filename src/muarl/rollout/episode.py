@@ -9,6 +9,12 @@ policy's failure, scored like any cut episode). Bad model output never ends it: 
 unknown tools and arguments that do not fit the schema become error observations, counted in
 ``malformed_calls``. A model, user or tool server that fails after its retries (or a part that fails to
 close) ends it as ``error`` with no reward, so it is never silently scored 0 and the run goes on.
+
+In a dual-control world (the domain has ``user_tools``: τ² telecom's phone) the user may call its own tools
+inside its turn. Those calls run on the same state through the backend, are recorded in ``tool_executions``
+with ``requestor="user"``, and are shown to the user only: the agent sees the user's words, never its phone.
+The reward reads the whole trajectory, the user's tool turns included (τ² scores user actions and asserts on
+the device the user changed); ``max_user_tool_rounds`` calls without a word to the agent cut the episode.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from muarl.domains.base import ArgumentError, Domain, ToolError
+from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
-from muarl.types import Episode, Message, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage
+from muarl.types import (
+    NOT_EXECUTED, NOT_EXECUTED_OUTPUT, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, with_user_tool_messages,
+)
 from muarl.users.base import UserSimulator
 
 
@@ -29,10 +37,13 @@ class LoopConfig:
     max_turns: int = 30  # agent turns (policy generations) before the episode is cut
     token_budget: int | None = None  # cut when a turn's prompt + completion tokens exceed it
     parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
+    max_user_tool_rounds: int = 10  # user tool calls in a row (dual control) before the episode is cut
 
 
-async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, turn: int) -> ToolExecution:
-    """Run one tool call; every failure becomes an observation the agent can read."""
+async def execute_call(offered: ToolRegistry, backend: ToolBackend, call: ToolCall, turn: int, requestor: Requestor = "assistant") -> ToolExecution:
+    """Run one tool call of the agent (or of the user, on its own tools); every failure becomes an observation the
+    caller can read. ``offered``: the tools the episode offers that side (:meth:`Domain.task_tools`, or the
+    domain's ``user_tools``)."""
     start = time.perf_counter()
     arguments = None
     output, error, error_kind = "", None, None
@@ -40,11 +51,12 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
         arguments = call.parsed_arguments()
     except ValueError as exc:  # arguments are not a JSON object
         error_kind, error = "malformed", f"could not parse arguments of {call.name!r}: {exc}"
-    if error is None and call.name not in domain.tools:
-        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {domain.tools.names()}"
+    if error is None and call.name not in offered:
+        error_kind, error = "unknown_tool", f"unknown tool {call.name!r}; available tools: {offered.names()}"
     if error is None:
         try:
-            output = await backend.call(call.name, arguments)
+            run = backend.call_user if requestor == "user" else backend.call
+            output = await run(call.name, arguments)
         except ArgumentError as exc:
             error_kind, error = "bad_arguments", str(exc)
         except ToolError as exc:
@@ -57,12 +69,8 @@ async def execute_call(domain: Domain, backend: ToolBackend, call: ToolCall, tur
         output = f"Error: {error}"
     return ToolExecution(
         turn=turn, call_id=call.id, name=call.name, arguments=arguments, output=output,
-        error=error, error_kind=error_kind, seconds=time.perf_counter() - start,
+        error=error, error_kind=error_kind, seconds=time.perf_counter() - start, requestor=requestor,
     )
-
-
-NOT_EXECUTED = "only one tool call per turn is executed; this call was skipped, call it again on its own turn"
-NOT_EXECUTED_OUTPUT = f"Error: {NOT_EXECUTED}"  # the tool message of a skipped call (scorers that replay calls skip it)
 
 
 def _not_executed(call: ToolCall, turn: int) -> ToolExecution:
@@ -109,7 +117,7 @@ async def run_episode(
     started = time.perf_counter()
     backend: ToolBackend | None = None
     final_hash = ""
-    tools = {t.name: t for t in domain.tools}
+    offered = domain.task_tools(task)
     messages = [Message(role="system", content=domain.system_prompt(task))]
     user_view: list[Message] = []
     executions: list[ToolExecution] = []
@@ -118,15 +126,34 @@ async def run_episode(
     termination: Termination | None = None
     error: str | None = None
     turns = 0
-    session = agent.new_session(task, domain.tool_specs(task), seed)
-    user_session = user.new_session(task, seed)
+    user_turns: list[tuple[int, list[Message]]] = []  # (index in messages, the user's tool traffic before it)
+    session = agent.new_session(task, offered.specs(), seed)
+    user_specs = domain.user_tools.specs()
+    user_session = user.new_session(task, seed, tools=user_specs) if user_specs else user.new_session(task, seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:
         t0 = time.perf_counter()
         reply = await user_session.reply(list(user_view))
+        user_usage.add(reply.usage)
+        acted: list[Message] = []
+        rounds = 0
+        while reply.tool_calls:  # the user works its own tools before it answers (dual control)
+            if rounds >= config.max_user_tool_rounds:
+                user_turns.append((len(messages), acted))
+                return "max_turns"
+            rounds += 1
+            acted.append(Message(role="user", content=reply.text or None, tool_calls=reply.tool_calls))
+            for call in reply.tool_calls:
+                ex = await execute_call(domain.user_tools, backend, call, timing.turn if timing else 0, requestor="user")
+                executions.append(ex)
+                acted.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
+            user_view.extend(acted[-1 - len(reply.tool_calls):])
+            reply = await user_session.reply(list(user_view))
+            user_usage.add(reply.usage)
         if timing is not None:
             timing.user_seconds = time.perf_counter() - t0
-        user_usage.add(reply.usage)
+        if acted:
+            user_turns.append((len(messages), acted))
         msg = Message(role="user", content=reply.text)
         messages.append(msg)
         user_view.append(msg)
@@ -159,10 +186,10 @@ async def run_episode(
                 t0 = time.perf_counter()
                 for i, call in enumerate(msg.tool_calls):
                     run = config.parallel_tool_calls or i == 0
-                    ex = await execute_call(domain, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
+                    ex = await execute_call(offered, backend, call, timing.turn) if run else _not_executed(call, timing.turn)
                     executions.append(ex)
                     messages.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
-                    tool = tools.get(call.name)
+                    tool = offered.get(call.name)
                     if ex.error is None and tool is not None and tool.terminal:
                         termination = "terminal_tool"
                 timing.tools_seconds = time.perf_counter() - t0
@@ -180,11 +207,11 @@ async def run_episode(
     if closing_error and error is None:  # not silently dropped; errored episodes are run again by --resume
         termination, error = "error", closing_error
 
-    reward = None if termination == "error" else reward_fn(domain, task, final_hash, messages, turns)
-    malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments"))
+    reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_tool_messages(messages, user_turns), turns)
+    malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments") and e.requestor == "assistant")
     return Episode(
         task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
         messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
         reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
-        seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(),
+        seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(), user_tool_messages=user_turns,
     )

@@ -90,9 +90,9 @@ def check_rules(episode: Episode, domain: Domain, task: Task, config: RuleConfig
     found: list[Rejection] = []
     if episode.errored:
         return StageVerdict(status="fail", rejections=[Rejection(reason="episode_error", detail=episode.error or "")])
-    # the loop records one execution per call, in call order
+    # the loop records one execution per call, in call order (the user's own calls, in dual-control worlds, apart)
     calls = [c for m in episode.messages if m.role == "assistant" for c in (m.tool_calls or [])]
-    by_call = {id(call): execution for call, execution in zip(calls, episode.tool_executions)}
+    by_call = {id(call): execution for call, execution in zip(calls, (e for e in episode.tool_executions if e.requestor == "assistant"))}
     seen: list[str] = []
     last_user = ""
     identified = not config.identification_tools

@@ -1,16 +1,22 @@
 """The user-simulator interface: ``reply(history) -> text, done``.
 
 The history handed to a user is the conversation as the user sees it: ``assistant`` messages are what the
-agent said to the user, ``user`` messages what the user said; tool traffic is never shown. Simulators that
-use an LLM flip the roles themselves.
+agent said to the user, ``user`` messages what the user said; the agent's tool traffic is never shown. Simulators
+that use an LLM flip the roles themselves.
+
+In a dual-control world (τ² telecom) the user has tools of its own (its phone): a session made with ``tools``
+may answer with ``tool_calls`` instead of text. The episode loop runs them on the user's side of the world,
+appends the call (a ``user`` message carrying ``tool_calls``) and each result (a ``tool`` message) to the
+history, and asks the user again, until it says something to the agent.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from muarl.types import Message, Task, Termination, Usage
+from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage
 
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
@@ -36,6 +42,7 @@ class UserTurn:
     text: str
     done: Termination | None = None  # set when the user ends the conversation
     usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolCall] | None = None  # the user acts on its own tools first (dual control); text comes later
 
 
 class UserSession(ABC):
@@ -48,8 +55,9 @@ class UserSimulator(ABC):
     name: str = "user"
 
     @abstractmethod
-    def new_session(self, task: Task, seed: int) -> UserSession:
-        """A fresh user for one episode of ``task``."""
+    def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
+        """A fresh user for one episode of ``task``; ``tools`` are the user's own tools, if the world gives it any
+        (the episode loop passes them only then, so simulators for worlds without user tools may omit the argument)."""
 
     async def aclose(self) -> None:
         """Release shared resources."""

@@ -5,15 +5,20 @@ flipped (the agent's messages become ``user`` turns, its own earlier lines ``ass
 speak one line at a time, reveal only what is asked, invent nothing, and end with ``###STOP###`` when its
 goal is met (``###TRANSFER###`` when handed to a human, ``###OUT-OF-SCOPE###`` when the instruction does
 not cover what it is asked). A failing server surfaces as :class:`UserError` and an errored episode.
+
+In a dual-control world the session gets the user's own tools (τ² telecom's phone) and offers them to the model
+with every request: the model may answer with tool calls, which the episode loop runs and hands back as tool
+messages before asking again; it is told to ground what it says about its device on those results.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from muarl.models.base import ContextFull, ModelError
 from muarl.models.openai_client import ChatClient
-from muarl.types import Message, Task, Usage
+from muarl.types import Message, Task, ToolSpec, Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, UserSession, UserSimulator, UserTurn, stop_reason
 
 if TYPE_CHECKING:
@@ -32,6 +37,10 @@ How to behave:
 - When everything you wanted is done, or you are told it cannot be done and you have nothing else to ask, answer exactly {stop}.
 - If you are transferred to a human agent, answer exactly {transfer}.
 - If the agent asks something your situation does not cover and you cannot continue, answer exactly {out_of_scope}."""
+
+TOOLS_SUFFIX = """
+
+You have a phone, and tools to look at it and change it. When the agent asks you to check or do something on your phone, call the matching tool instead of answering from memory, then tell the agent in plain words what you saw. Never make up what your phone shows: say only what your tools returned. Do not use a tool the agent did not ask for unless you need it to answer."""
 
 OPEN_PROMPT = "(You are now connected to the agent. Start the conversation with your first message.)"
 
@@ -59,13 +68,18 @@ STRATEGIES = ("llm", "react", "verify", "reflection")
 
 
 def flip_roles(history: list[Message]) -> list[Message]:
-    """The conversation as the user model sees it: the agent speaks as ``user``, the customer as ``assistant``."""
+    """The conversation as the user model sees it: the agent speaks as ``user``, the customer as ``assistant``
+    (with the tool calls it made on its own device, whose results stay ``tool`` messages)."""
     flipped = []
     for m in history:
         if m.role == "assistant" and m.content:
             flipped.append(Message(role="user", content=m.content))
+        elif m.role == "user" and m.tool_calls:
+            flipped.append(Message(role="assistant", content=m.content, tool_calls=m.tool_calls))
         elif m.role == "user":
             flipped.append(Message(role="assistant", content=m.content or ""))
+        elif m.role == "tool":
+            flipped.append(m)
     return flipped
 
 
@@ -90,26 +104,32 @@ class LLMUserSession(UserSession):
     user's sampling settings fix one), so a server that honours seeds (vLLM, SGLang, llama.cpp, OpenAI on a
     best-effort basis) replays the same customer when an episode is re-run."""
 
-    def __init__(self, simulator: LLMUser, task: Task, seed: int = 0):
+    def __init__(self, simulator: LLMUser, task: Task, seed: int = 0, tools: Sequence[ToolSpec] = ()):
         self.simulator = simulator
+        self.tools = list(tools)
         self.seed = seed
         self.requests = 0
         self.instruction = task.user.instruction
         prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+        if self.tools:
+            prompt += TOOLS_SUFFIX
         if simulator.strategy == "react":
             prompt += REACT_SUFFIX
         self.system = Message(role="system", content=prompt)
         self.usage = Usage()
 
-    async def _complete(self, messages: list[Message]) -> str:
+    async def _message(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> Message:
         try:
             sampling = {"seed": (self.seed + self.requests) % 2**31, **self.simulator.sampling}
             self.requests += 1
-            turn = await self.simulator.client.complete(messages, **sampling)
+            turn = await self.simulator.client.complete(messages, tools, **sampling)
         except (ModelError, ContextFull) as exc:  # ContextFull: a local user model's context (the user's, not the policy's)
             raise UserError(f"user simulator failed: {exc}") from None
         self.usage.add(turn.usage)
-        return (turn.message.content or "").strip()
+        return turn.message
+
+    async def _complete(self, messages: list[Message]) -> str:
+        return ((await self._message(messages)).content or "").strip()
 
     async def _check(self, history: list[Message], candidate: str, verdict_format: str) -> str:
         prompt = CHECK_PROMPT.format(instruction=self.instruction, transcript=_transcript(history), candidate=candidate, verdict_format=verdict_format)
@@ -118,7 +138,10 @@ class LLMUserSession(UserSession):
     async def reply(self, history: list[Message]) -> UserTurn:
         self.usage = Usage()
         convo = [self.system, *(flip_roles(history) or [Message(role="user", content=OPEN_PROMPT)])]
-        text = await self._complete(convo)
+        message = await self._message(convo, self.tools or None)
+        if message.tool_calls:  # it acts on its own device first; the loop runs the calls and asks again
+            return UserTurn(text=(message.content or "").strip(), tool_calls=message.tool_calls, usage=self.usage)
+        text = (message.content or "").strip()
         strategy = self.simulator.strategy
         if strategy == "react":
             text = parse_react(text)
@@ -150,8 +173,8 @@ class LLMUser(UserSimulator):
         self.sampling = sampling
         self.name = (name or f"llm:{client.model}") + ("" if strategy == "llm" else f"+{strategy}")
 
-    def new_session(self, task: Task, seed: int) -> UserSession:
-        return LLMUserSession(self, task, seed)
+    def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
+        return LLMUserSession(self, task, seed, tools)
 
     async def aclose(self) -> None:
         await self.client.aclose()

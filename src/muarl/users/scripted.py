@@ -16,14 +16,23 @@ For tasks without structured requests (τ-bench's), it is the "confirming user":
 instruction, says yes to every confirmation and stops at anything else. For tasks with a fixed ``script``
 (BFCL's multi-turn entries, whose user turns are data), it is the replaying user: it says the script's
 messages in order, one each time the agent replies in text, and stops after the last.
+
+Given tools of its own (a dual-control world: τ² telecom's phone), it opens with its goal (why it calls and who
+it is) and does what the agent asks on its device: every one of its tools the agent's message names is called,
+with the arguments written after the name as a JSON object (``toggle_data()``,
+``grant_app_permission({"app_name": "messaging", "permission": "sms"})``), else with the arguments of the task's
+own user action of that name, else with none. It then tells the agent what its tools answered, and otherwise
+behaves as above.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from collections.abc import Sequence
 
-from muarl.types import Message, Task, UserRequest
+from muarl.types import Message, Task, ToolCall, ToolSpec, UserRequest
 from muarl.users.base import STOP, UserSession, UserSimulator, UserTurn
 
 _IDENTITY = re.compile(r"\b(e-?mail|full name|your name|date of birth|birth ?date|verify|identify|identity|authenticate)\b")
@@ -55,8 +64,10 @@ def _normalise(text: str) -> str:
 
 
 class ScriptedUserSession(UserSession):
-    def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40):
+    def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40, tools: Sequence[ToolSpec] = ()):
         self.task = task
+        self.tools = _tool_pattern(tools)
+        self.calls = 0
         self.rng = random.Random(f"{task.id}/{seed}")
         self.requests: list[UserRequest] = list(task.user.requests)
         wording = random.Random(f"{task.id}/{seed}/wording")
@@ -76,6 +87,11 @@ class ScriptedUserSession(UserSession):
         self.turns_left -= 1
         if not history or all(m.role != "user" for m in history):
             return UserTurn(text=self._opening())
+        if history[-1].role == "tool":  # its own tools answered: tell the agent what they said
+            return UserTurn(text=_report(history))
+        calls = self._asked_to_act(history[-1].content or "")
+        if calls:
+            return UserTurn(text="", tool_calls=calls)
         said = _normalise(history[-1].content or "")
         if self.turns_left <= 0:
             return UserTurn(text="I have to go now. " + STOP, done="user_stop")
@@ -84,9 +100,24 @@ class ScriptedUserSession(UserSession):
         text = self._react(said)
         return UserTurn(text=text, done="user_stop" if STOP in text else None)
 
+    def _asked_to_act(self, said: str) -> list[ToolCall]:
+        """Calls of its own tools that the agent's message asks for (see the module docstring)."""
+        if self.tools is None:
+            return []
+        calls = []
+        for match in self.tools.finditer(said):
+            name, written = match.group(1), match.group(2)
+            arguments = _json_object(written) if written else None
+            if arguments is None:
+                gold = next((a for a in self.task.actions if a.requestor == "user" and a.name == name), None)
+                arguments = gold.kwargs if gold else {}
+            self.calls += 1
+            calls.append(ToolCall(id=f"user_call_{self.calls}", name=name, arguments=json.dumps(arguments)))
+        return calls
+
     def _opening(self) -> str:
         if not self.requests:
-            return self.task.user.instruction
+            return (self.tools is not None and self.task.user.goal) or self.task.user.instruction
         return self._say(["Hi. {text}", "Hello! {text}", "Hi there, {text}"], text=self.wordings[0])
 
     def _confirming_user(self, said: str) -> UserTurn:
@@ -164,6 +195,32 @@ class ReplayingUserSession(UserSession):
         return UserTurn(text=self.script[self.said - 1])
 
 
+def _tool_pattern(tools: Sequence[ToolSpec]) -> re.Pattern[str] | None:
+    """Matches a tool's name, and the JSON object written in parentheses after it, if any."""
+    if not tools:
+        return None
+    names = "|".join(re.escape(t.name) for t in sorted(tools, key=lambda t: -len(t.name)))
+    return re.compile(rf"\b({names})\b(?:\((\{{.*?\}})?\))?")
+
+
+def _json_object(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _report(history: list[Message]) -> str:
+    """What the user's latest tool calls answered, in one message to the agent."""
+    results = []
+    for m in reversed(history):
+        if m.role != "tool":
+            break
+        results.append(f"{m.name}: {m.content}")
+    return "I did that on my phone. " + " / ".join(reversed(results))
+
+
 class ScriptedUser(UserSimulator):
     """Deterministic user for offline runs and tests (see the module docstring)."""
 
@@ -173,7 +230,7 @@ class ScriptedUser(UserSimulator):
         self.patience = patience
         self.max_turns = max_turns
 
-    def new_session(self, task: Task, seed: int) -> UserSession:
+    def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         if task.user.script:
             return ReplayingUserSession(task)
-        return ScriptedUserSession(task, seed, self.patience, self.max_turns)
+        return ScriptedUserSession(task, seed, self.patience, self.max_turns, tools)

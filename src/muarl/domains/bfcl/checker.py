@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from muarl.domains.bfcl.world import BfclState
-from muarl.rollout.episode import NOT_EXECUTED_OUTPUT
-from muarl.types import Message, RewardInfo, Task
+from muarl.types import NOT_EXECUTED_OUTPUT, Message, RewardInfo, Task
 
 if TYPE_CHECKING:
     from muarl.domains.bfcl.domain import BfclDomain

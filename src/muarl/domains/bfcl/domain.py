@@ -6,7 +6,8 @@ tagged with its turn (``Action.request``), so the oracle replays them turn by tu
 functions of the entry's classes, with the schemas BFCL gives function-calling models (its types mapped to
 JSON schema ones). In ``miss_func`` the held-out functions are not offered at first; at the turn the data
 names, the user's message announces them with their documentation (muarl's tool list is fixed for an
-episode, so they arrive in the message, as in BFCL's prompting mode; they can be called from then on).
+episode, so they arrive in the message, as in BFCL's prompting mode; they are in the task's tools, unlisted,
+so they can be called).
 
 The verdict is BFCL's own (see :mod:`muarl.domains.bfcl.checker`), through :meth:`BfclDomain.verdict`, so
 the default ``outcome`` reward scores these domains as BFCL does.
@@ -23,6 +24,7 @@ from typing import Any
 from muarl.domains.base import BaseData, Domain, Tool, ToolError, ToolRegistry
 from muarl.domains.bfcl import upstream
 from muarl.domains.bfcl.calls import parse_call
+from muarl.domains.bfcl.checker import judge
 from muarl.domains.bfcl.world import BfclState, bind_arguments
 from muarl.errors import InputError
 from muarl.types import Action, Message, RewardInfo, Task, ToolSpec, UserScenario
@@ -67,6 +69,7 @@ class BfclDomain(Domain):
     category: str = ""
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # BFCL entry (with its ground truth) by id
     class_of: dict[str, str] = field(default_factory=dict)  # function name -> BFCL class
+    _task_tools: dict[str, ToolRegistry] = field(default_factory=dict, repr=False)
 
     def new_state(self, task: Task | None = None) -> BfclState:  # type: ignore[override]
         if task is None:
@@ -81,10 +84,14 @@ class BfclDomain(Domain):
         except KeyError:
             raise InputError(f"{self.name}: no BFCL entry {task.id!r}") from None
 
-    def tool_specs(self, task: Task) -> list[ToolSpec]:
-        classes = set(task.metadata["involved_classes"])
-        held_out = {name for names in task.metadata["held_out"].values() for name in names}
-        return [t.spec for t in self.tools if self.class_of[t.name] in classes and t.name not in held_out]
+    def task_tools(self, task: Task) -> ToolRegistry:
+        """The functions of the entry's classes; miss_func's held-out ones run but are unlisted (the user's message
+        announces them at their turn)."""
+        if task.id not in self._task_tools:
+            classes = set(task.metadata["involved_classes"])
+            held_out = {name for names in task.metadata["held_out"].values() for name in names}
+            self._task_tools[task.id] = ToolRegistry((t for t in self.tools if self.class_of[t.name] in classes), unlisted=held_out)
+        return self._task_tools[task.id]
 
     def run_tool(self, state: BfclState, name: str, arguments: dict[str, Any]) -> str:  # type: ignore[override]
         """Call the backend with the model's arguments as they are (BFCL checks neither names nor types first:
@@ -99,8 +106,6 @@ class BfclDomain(Domain):
             raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
     def verdict(self, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo:
-        from muarl.domains.bfcl.checker import judge  # imports the episode loop, which imports domains
-
         return judge(self, task, final_hash, messages)
 
     def gold_hash(self, task: Task) -> str:

@@ -46,7 +46,8 @@ DataDir = str | os.PathLike[str] | None
 
 
 class TauDomain(Domain):
-    """A τ world. Its gold replay keeps going past refused calls, as both benchmarks do.
+    """A τ world. Its gold replay keeps going past refused calls, as both benchmarks do, and runs each action on
+    the side that takes it (the user's phone for τ² telecom's user actions).
 
     Some gold action lists contain calls the tools refuse (a product id that does not exist, a gift card that
     cannot pay); τ-bench and τ² show the refusal and carry on, so the refusal is part of the gold trajectory and
@@ -57,10 +58,11 @@ class TauDomain(Domain):
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
         outputs = []
         for i, action in enumerate(actions):
-            if action.name not in self.tools:
-                raise GoldReplayError(f"gold action {i} calls {action.name!r}, which {self.name} does not have")
+            by_user = action.requestor == "user"
+            if action.name not in (self.user_tools if by_user else self.tools):
+                raise GoldReplayError(f"gold action {i} calls {action.name!r}, which {self.name}'s {action.requestor} does not have")
             try:
-                outputs.append(self.run_tool(state, action.name, action.kwargs))
+                outputs.append((self.run_user_tool if by_user else self.run_tool)(state, action.name, action.kwargs))
             except ArgumentError as exc:
                 raise GoldReplayError(f"gold action {i} ({action.name} {action.kwargs}) does not fit the tool: {exc}") from None
             except ToolError as exc:

@@ -232,6 +232,14 @@ def tau2_instruction(scenario: dict[str, Any]) -> str:
     return "\n".join(f"{title}:\n{text.strip()}" for title, text in parts if text)
 
 
+def tau2_goal(scenario: dict[str, Any]) -> str:
+    """What the caller opens with: the reason for the call and who they are (not the hidden task instructions)."""
+    ins = scenario.get("instructions") or {}
+    if isinstance(ins, str):
+        return ""
+    return " ".join(str(ins.get(k) or "").strip() for k in ("reason_for_call", "known_info")).strip()
+
+
 def tau2_task(domain_name: str, split: str, raw: dict[str, Any]) -> Task:
     """A muarl Task from a τ² task; τ²'s evaluation criteria travel in ``metadata['tau2']``."""
     criteria = raw.get("evaluation_criteria") or {}
@@ -243,8 +251,8 @@ def tau2_task(domain_name: str, split: str, raw: dict[str, Any]) -> Task:
         id=str(raw["id"]),
         domain=domain_name,
         split=split,
-        user=UserScenario(persona=scenario.get("persona") or "", instruction=tau2_instruction(scenario)),
-        actions=[Action(name=a["name"], kwargs=a.get("arguments") or {}) for a in actions],
+        user=UserScenario(persona=scenario.get("persona") or "", instruction=tau2_instruction(scenario), goal=tau2_goal(scenario)),
+        actions=[Action(name=a["name"], kwargs=a.get("arguments") or {}, requestor=a.get("requestor") or "assistant") for a in actions],
         # τ-bench-style outputs only where τ² scores communication, so the plain outcome reward agrees with τ²
         outputs=communicate if "COMMUNICATE" in basis else [],
         metadata={
@@ -257,6 +265,9 @@ def tau2_task(domain_name: str, split: str, raw: dict[str, Any]) -> Task:
                 ],
                 "communicate_info": communicate,
                 "nl_assertions": list(criteria.get("nl_assertions") or []),
+                # telecom: how the world is broken before the conversation, and what must hold after it
+                "initialization_actions": list((raw.get("initial_state") or {}).get("initialization_actions") or []),
+                "env_assertions": list(criteria.get("env_assertions") or []),
             },
             "description": raw.get("description"),
         },

@@ -1,0 +1,124 @@
+"""ACEBench's agent category as the ``acebench-agent`` domain: the phone scenario, run step by step.
+
+Splits: ``multi_step`` (the agent alone carries out the user's request with the tools, then says
+"finish conversation") and ``multi_turn`` (a simulated user, told the entry's instruction, talks with the
+agent). Only entries whose scenario classes are all the phone's (device, messages, reminders, food delivery)
+are included: the travel scenario (10 of the 30 multi-turn entries) is not built yet, so ``multi_turn`` is
+20 entries, not ACEBench's 30.
+
+Each entry starts from its own device flags (:meth:`AceBenchAgentDomain.new_state`) and offers the functions
+it lists. It is scored as ACEBench scores it (reward ``acebench``): end to end, the saved attributes of
+each involved class must equal the possible answer (:func:`muarl.evals.acebench_checker.check_agent`);
+*process* accuracy is the share of the entry's milestone calls found, in order, among the agent's call
+messages. The ground-truth policy replays the first milestone path; a milestone written in a syntax that
+cannot be parsed (``'Domino's'``) leaves the replay incomplete, which is the documented maximum.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from muarl.domains.acebench import _read_lines, acebench_dir
+from muarl.domains.acebench import phone
+from muarl.domains.base import Domain, State, ToolRegistry
+from muarl.evals.acebench_checker import AnswerSyntaxError, parse_answer
+from muarl.types import NOT_EXECUTED_OUTPUT, Action, Message, Task, ToolCall, UserScenario
+
+SPLITS = ("multi_step", "multi_turn")
+PHONE_CLASSES = {"BaseApi", "MessageApi", "ReminderApi", "FoodPlatform"}
+FINISH = "finish conversation"
+
+POLICY = f"""You are the assistant of a phone's owner, acting with the phone's tools: the device (Wi-Fi, login), text
+messages, reminders and a food delivery platform. The current time is 2024-06-11 16:00.
+Carry out what the user asks step by step with the tools, deciding each step from the results of the previous ones;
+call one tool at a time. Use only information the user or the tools gave you. A message cannot be viewed or sent
+before the device is logged in, and nothing can be sent or ordered without Wi-Fi. Orders need the user's platform
+account logged in with login_food_platform. When the task is complete, say "{FINISH}"."""
+
+
+def _gold_actions(milestones: list[Any]) -> list[Action]:
+    """The calls of the first milestone path, up to the first step that cannot be parsed."""
+    path = milestones[0] if milestones and isinstance(milestones[0], list) else milestones
+    actions = []
+    for stone in path:
+        try:
+            calls = parse_answer(stone, squeeze=False)
+        except AnswerSyntaxError:
+            break
+        actions += [Action(name=name, kwargs=args) for call in calls for name, args in call.items()]
+    return actions
+
+
+@dataclass
+class AceBenchAgentDomain(Domain):
+    """The phone scenario's tools; each task offers the functions its entry lists, from its own starting state."""
+
+    _task_tools: dict[str, ToolRegistry] = field(default_factory=dict, repr=False)
+
+    def new_state(self, task: Task | None = None) -> State:
+        state = State(self.base)
+        if task is not None:
+            phone.start(state, task.metadata["initial_config"])
+        return state
+
+    def gold_hash(self, task: Task) -> str:
+        """The state the gold calls reach from the task's start (refusals change nothing, as in ACEBench); for the
+        ``outcome`` reward. ACEBench's own score is the ``acebench`` reward."""
+        if task.id not in self._gold_hashes:
+            self._gold_hashes[task.id] = self.rerun(task, [Message(role="assistant", tool_calls=[
+                ToolCall(id=str(i), name=a.name, arguments=json.dumps(a.kwargs)) for i, a in enumerate(task.actions)])]).hash()
+        return self._gold_hashes[task.id]
+
+    def task_tools(self, task: Task) -> ToolRegistry:
+        if task.id not in self._task_tools:
+            listed = set(task.metadata["functions"])
+            self._task_tools[task.id] = ToolRegistry(t for t in self.tools if t.name in listed)
+        return self._task_tools[task.id]
+
+    def rerun(self, task: Task, messages: Sequence[Message]) -> State:
+        """The state the episode's executed calls reach, run again from the task's start (tools are deterministic)."""
+        state = self.new_state(task)
+        results = {m.tool_call_id: m.content or "" for m in messages if m.role == "tool"}
+        offered = self.task_tools(task)
+        for m in messages:
+            for call in m.tool_calls or []:
+                if call.name not in offered or results.get(call.id) == NOT_EXECUTED_OUTPUT:
+                    continue
+                try:
+                    offered[call.name](state, call.parsed_arguments())
+                except Exception:  # noqa: BLE001 - a refused call changed nothing, in the episode as here
+                    continue
+        return state
+
+    def class_view(self, state: State, task: Task) -> list[dict[str, Any]]:
+        return phone.class_view(state, task.metadata["involved_classes"])
+
+
+def _tasks(data: Path, split: str) -> list[Task]:
+    category = f"agent_{split}"
+    answers = {a["id"]: a for a in _read_lines(data / "possible_answer" / f"data_{category}.json")}
+    tasks = []
+    for row in _read_lines(data / f"data_{category}.json"):
+        if not set(row["involved_classes"]) <= PHONE_CLASSES:
+            continue
+        answer = answers[row["id"]]
+        metadata = {"category": category, "functions": [f["name"] for f in row["function"]], "involved_classes": row["involved_classes"],
+                    "initial_config": row["initial_config"], "possible_answer": answer["ground_truth"], "milestones": answer["mile_stone"]}
+        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"]),
+                          actions=_gold_actions(answer["mile_stone"]), metadata=metadata))
+    return tasks
+
+
+def acebench_agent(data_dir: str | os.PathLike[str] | None = None, **options: Any) -> Domain:
+    if options:
+        raise TypeError(f"domain acebench-agent takes no options, got {sorted(options)}")
+    data = acebench_dir(data_dir)
+    return AceBenchAgentDomain(
+        name="acebench-agent", base=phone.seed(), tools=phone.tools(), policy=POLICY, task_loader=lambda split: _tasks(data, split),
+        splits=SPLITS, description="ACEBench agent category, phone scenario (end-to-end and process accuracy)",
+    )

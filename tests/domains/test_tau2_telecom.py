@@ -1,0 +1,143 @@
+"""τ²-bench telecom (dual control): the tools of both sides, τ²'s split, the phone's rules, and gold episodes.
+
+Specification: the agent has τ²'s 13 tools and the user 30 of its phone; the splits are τ²'s (74 train, 40
+test); every task starts broken (its assertions fail on the initial state) and an episode in which the oracle
+agent asks for the task's user actions and the scripted user does them on its phone scores 1.0 by τ²'s criteria,
+with the user's calls recorded as the user's; an agent that only talks scores 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from muarl.domains.tau.telecom import scenario
+from muarl.domains.tau.telecom.phone import sync_with_carrier
+from muarl.evals.tau2_criteria import evaluate_tau2
+from muarl.models.oracle import DoNothingAgent, OracleAgent
+from muarl.reward import make_reward
+from muarl.rollout.episode import run_episode
+from muarl.types import NOT_EXECUTED_OUTPUT, Message, ToolCall, executed_calls
+from muarl.users.scripted import ScriptedUser
+
+AGENT_TOOLS = {
+    "get_customer_by_phone", "get_customer_by_id", "get_customer_by_name", "get_details_by_id", "suspend_line", "resume_line",
+    "get_bills_for_customer", "send_payment_request", "get_data_usage", "enable_roaming", "disable_roaming",
+    "transfer_to_human_agents", "refuel_data",
+}
+
+
+def all_tasks(domain):
+    return [t for split in domain.splits for t in domain.tasks(split)]
+
+
+def test_tools_and_split(tau2_telecom):
+    assert set(tau2_telecom.tools.names()) == AGENT_TOOLS
+    assert len(tau2_telecom.user_tools) == 30 and not set(tau2_telecom.user_tools.names()) & AGENT_TOOLS
+    assert [len(tau2_telecom.tasks(s)) for s in ("train", "test")] == [74, 40]
+    assert len({t.id for t in all_tasks(tau2_telecom)}) == 114
+
+
+def test_every_task_starts_broken(tau2_telecom):
+    for task in all_tasks(tau2_telecom):
+        if "ACTION" in task.metadata["tau2"]["reward_basis"]:
+            continue  # transfer tasks: what they assert already holds; the transfer is what they check
+        state = tau2_telecom.new_state(task)
+        checks = [scenario.holds(state, a) for a in task.metadata["tau2"]["env_assertions"]]
+        assert checks and not all(checks), task.id
+    assert tau2_telecom.base.recompute_digest() == tau2_telecom.base.digest  # set-ups never touch the seed data
+
+
+def episode(domain, task, agent):
+    return asyncio.run(run_episode(domain, task, agent, ScriptedUser(), reward_fn=make_reward("tau2")))
+
+
+def test_gold_episodes_score_one_and_record_the_users_calls(tau2_telecom):
+    for task in all_tasks(tau2_telecom):
+        ep = episode(tau2_telecom, task, OracleAgent())
+        assert ep.reward is not None and ep.reward.reward == 1.0, (task.id, ep.termination, ep.reward and ep.reward.details)
+        assert all(ep.reward.details["env_assertions"].values())
+        gold_user = [(a.name, a.kwargs) for a in task.actions if a.requestor == "user"]
+        done_by_user = [(e.name, e.arguments) for e in ep.tool_executions if e.requestor == "user"]
+        assert done_by_user == gold_user and all(e.error is None for e in ep.tool_executions), task.id
+        assert not any(m.tool_calls and m.role == "user" for m in ep.messages)  # the agent never sees the phone
+
+
+def test_talking_only_scores_zero(tau2_telecom):
+    for task in tau2_telecom.tasks("test"):
+        ep = episode(tau2_telecom, task, DoNothingAgent())
+        assert ep.reward.reward == 0.0, task.id
+
+
+def test_action_criterion_counts_the_users_calls(tau2_telecom):
+    task = next(t for t in all_tasks(tau2_telecom) if any(a.requestor == "user" for a in t.actions))
+    criteria = {**task.metadata["tau2"], "reward_basis": ["ENV_ASSERTION", "ACTION"]}
+    task = task.model_copy(update={"metadata": {**task.metadata, "tau2": criteria}})
+    ep = episode(tau2_telecom, task, OracleAgent())
+    assert ep.reward.components == {"ENV_ASSERTION": 1.0, "ACTION": 1.0}
+    info = evaluate_tau2(tau2_telecom, task, ep.reward.final_hash, ep.messages)  # the agent's view: no user calls in it
+    assert info.details["checks"]["ACTION"] == 0.0 and info.details["checks"]["ENV_ASSERTION"] == 0.0 and info.reward == 0.0
+
+
+def call(domain, state, name, user=True, **kwargs):
+    return (domain.run_user_tool if user else domain.run_tool)(state, name, kwargs)
+
+
+def test_a_paid_bill_and_resumed_line_serve_the_phone_after_a_reboot(tau2_telecom):
+    state = tau2_telecom.new_state()
+    for name, args in [("set_user_info", {"name": "John Smith", "phone_number": "555-123-2002"}),
+                       ("suspend_line_for_overdue_bill", {"customer_id": "C1001", "line_id": "L1002", "new_bill_id": "B9", "contract_ended": False}),
+                       ("simulate_network_search", {})]:
+        env = "assistant" if name.startswith("suspend") else "user"
+        scenario.lookup(scenario.SETUP, {"env_type": env, "func_name": name}, "set-up")(state, **args)
+        sync_with_carrier(state)
+    assert state.get("phone", "device")["network_connection_status"] == "no_service"
+    call(tau2_telecom, state, "send_payment_request", user=False, customer_id="C1001", bill_id="B9")
+    assert "B9" in call(tau2_telecom, state, "check_payment_request")  # the request reaches the phone
+    call(tau2_telecom, state, "make_payment")
+    assert state.get("bills", "B9")["status"] == "Paid"  # the carrier sees the payment
+    call(tau2_telecom, state, "resume_line", user=False, customer_id="C1001", line_id="L1002")
+    assert state.get("phone", "device")["network_connection_status"] == "no_service"  # not until it searches again
+    call(tau2_telecom, state, "reboot_device")
+    assert state.get("phone", "device")["network_connection_status"] == "connected"
+
+
+@pytest.mark.parametrize("saver,expected", [(False, "220.00 Mbps (Excellent)"), (True, "44.00 Mbps (Good)")])
+def test_speed_follows_technology_signal_and_data_saver(tau2_telecom, saver, expected):
+    state = tau2_telecom.new_state()
+    if saver:
+        call(tau2_telecom, state, "toggle_data_saver_mode")
+    assert expected in call(tau2_telecom, state, "run_speed_test")
+
+
+def test_calls_the_loop_skipped_are_not_replayed():
+    skipped = Message(role="tool", tool_call_id="b", content=NOT_EXECUTED_OUTPUT)
+    turn = Message(role="assistant", tool_calls=[ToolCall(id="a", name="x"), ToolCall(id="b", name="y")])
+    assert [c.id for _, c in executed_calls([turn, Message(role="tool", tool_call_id="a", content="ok"), skipped])] == ["a"]
+
+
+def test_recorded_episodes_replay_to_the_same_verdict(tau2_telecom, tmp_path):
+    """The episode file keeps the user's tool traffic, so re-scoring runs the user's calls again too."""
+    from muarl.evals.replay import read_trajectories, replay_all
+
+    path = tmp_path / "episodes.jsonl"
+    tasks = tau2_telecom.tasks("test")[:6]
+    with path.open("w") as f:
+        for task in tasks:
+            for agent in (OracleAgent(), DoNothingAgent()):
+                f.write(episode(tau2_telecom, task, agent).model_dump_json() + "\n")
+    results = replay_all(tau2_telecom, read_trajectories(path, tau2_telecom))
+    assert [r.reward.reward for r in results] == [1.0, 0.0] * len(tasks)
+    assert all(r.agrees for r in results)
+
+
+def test_synthesis_rules_pair_the_agents_calls_with_their_own_executions(tau2_telecom):
+    """The user's executions sit between the agent's in the record; the rules must not pair an agent call with one."""
+    from muarl.synth.validate import RuleConfig, check_rules
+
+    rules = RuleConfig(check_invented_ids=False)  # the oracle knows the task's ids without looking them up
+    for task in [t for t in tau2_telecom.tasks("test") if any(a.requestor == "user" for a in t.actions)]:
+        ep = episode(tau2_telecom, task, OracleAgent())
+        verdict = check_rules(ep, tau2_telecom, task, rules)
+        assert verdict.status == "pass", (task.id, verdict.rejections)

@@ -1,0 +1,75 @@
+"""``muarl eval-suite``: runs a suite's categories through the rollout runner, prints a table per suite with
+confidence intervals, writes suite.json and suite.md, and reports (never hides) categories it could not run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from domain_data import load_or_skip
+from muarl.cli import main
+from muarl.domains.bfcl import BFCL_SUITE
+from muarl.evals.suite import SUITES, SuiteEntry
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def acebench_data():
+    load_or_skip("acebench-normal")
+
+
+def test_acebench_categories_are_scored_per_unit_with_files_written(tmp_path, acebench_data):
+    out = tmp_path / "suite"
+    args = ["eval-suite", "--suite", "acebench", "--agent", "oracle", "--out", str(out), "--limit", "4", "--quiet",
+            "--category", "normal_atom_bool", "--category", "normal_multi_turn_user_adjust", "--category", "special_incomplete"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "normal_multi_turn_user_adjust" in result.output and "95% CI" in result.output
+    report = json.loads((out / "suite.json").read_text())
+    rows = {c["category"]: c for c in report["categories"]}
+    assert rows["normal_atom_bool"]["accuracy"] == 1.0 and rows["normal_atom_bool"]["n_units"] == 4
+    conv = rows["normal_multi_turn_user_adjust"]  # entries 0_0, 0_1, 1_0, 1_1: two conversations
+    assert conv["n_tasks"] == 4 and conv["n_units"] == 2 and conv["process_accuracy"] is not None
+    assert report["suites"]["acebench"]["overall"] is None  # the agent group did not run
+    assert "| normal_atom_bool | 4 | 100.0 |" in (out / "suite.md").read_text()
+    assert (out / "special_incomplete" / "episodes.jsonl").read_text().count("\n") == 4
+
+    again = invoke(*args)
+    assert again.exit_code == 2 and "--resume" in again.output
+    resumed = invoke(*args, "--resume")
+    assert resumed.exit_code == 0 and json.loads((out / "suite.json").read_text())["categories"] == report["categories"]
+
+
+def test_a_suite_whose_domains_are_not_installed_is_reported_skipped(tmp_path, monkeypatch):
+    monkeypatch.setitem(SUITES, "bfcl", [SuiteEntry("elsewhere", "not-a-domain")])
+    result = invoke("eval-suite", "--suite", "bfcl", "--agent", "oracle", "--out", str(tmp_path), "--quiet")
+    assert result.exit_code == 2
+    assert "skipped: domain 'not-a-domain' is not installed" in result.output
+    report = json.loads((tmp_path / "suite.json").read_text())
+    assert {c["status"] for c in report["categories"]} == {"skipped"}
+
+
+def test_missing_data_skips_with_the_reason(tmp_path):
+    result = invoke("eval-suite", "--suite", "acebench", "--category", "special_irrelevant", "--agent", "oracle",
+                    "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.exit_code == 2 and "skipped: no ACEBench data under" in result.output
+
+
+def test_an_unknown_category_is_a_usage_error(tmp_path):
+    result = invoke("eval-suite", "--suite", "tau", "--category", "nope", "--agent", "oracle", "--out", str(tmp_path))
+    assert result.exit_code == 2 and "no category ['nope'] in suite 'tau'" in result.output
+
+
+def test_the_bfcl_suite_runs_each_category_with_room_for_its_calls(tmp_path):
+    """The run's one agent turn would cut every BFCL episode before its last user turn: the rows set their own."""
+    load_or_skip("bfcl-mt-base")
+    result = invoke("eval-suite", "--suite", "bfcl", "--agent", "oracle", "--max-turns", "1",
+                    "--limit", "2", "--out", str(tmp_path), "--quiet")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "suite.json").read_text())
+    assert [(c["category"], c["status"], c["accuracy"]) for c in report["categories"]] == [(name, "ran", 1.0) for name in BFCL_SUITE]
