@@ -63,12 +63,14 @@ def call_tool(client: httpx.Client, url: str, session: dict[str, str], name: str
 
 def test_an_abandoned_http_session_is_freed_and_a_live_one_is_not():
     created: list[weakref.ref[State]] = []
-    app = http_app(recording_domain(created), session_idle_timeout=1.5)
+    # 3 s: the live session is polled every 0.2 s, and a starved CPU (helpers' test runs beside it) once stretched
+    # a poll past a 1.5 s timeout, expiring the live session too
+    app = http_app(recording_domain(created), session_idle_timeout=3.0)
     with in_process_http_server(app) as url, httpx.Client(headers=HEADERS, timeout=10) as client:
         abandoned, live = open_session(client, url), open_session(client, url)
         for session in (abandoned, live):  # each writes to its own state
             call_tool(client, url, session, "cancel_order", {"order_id": "#W1", "reason": "r"})
-        deadline = time.monotonic() + 4.5  # three idle timeouts of the abandoned session
+        deadline = time.monotonic() + 9.0  # three idle timeouts of the abandoned session
         while time.monotonic() < deadline:
             assert '"status": "cancelled"' in call_tool(client, url, live, "get_order", {"order_id": "#W1"})
             time.sleep(0.2)
