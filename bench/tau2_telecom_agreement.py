@@ -9,7 +9,12 @@ random calls of both sides (valid and invalid arguments, unknown ids, wrong type
 scored by τ²'s ``evaluate_simulation`` (evaluation type ALL, its replay of the messages included) and, after
 converting the messages to muarl's, by ``muarl.evals.tau2_criteria.evaluate_tau2`` on the ``tau2-telecom``
 domain. The script reports how often the rewards agree (and the ENV_ASSERTION and ACTION components, and every
-single assertion), lists disagreements, and checks that the phone and the carrier records end equal.
+single assertion), lists disagreements, and checks that the phone and the carrier records end equal (listing
+the trajectories where they do not).
+
+All tasks run in this one process, but each trajectory gets a τ² that has run no broken-VPN task before: τ²'s
+user toolkit connects every VPN to one class-level details object, which its ``break_vpn`` set-up makes poor for
+the rest of the process, so the script restores that object before each trajectory.
 
 Speed: the same calls are timed on both sides, per environment step (τ²: ``get_response`` then
 ``sync_tools``, as its orchestrator does after a step; muarl: ``run_tool`` / ``run_user_tool``, which sync), and
@@ -112,6 +117,7 @@ def main() -> None:
     from tau2.data_model.simulation import SimulationRun, TerminationReason
     from tau2.data_model.tasks import Task as UpTask
     from tau2.domains.telecom.environment import get_environment
+    from tau2.domains.telecom.user_tools import TelecomUserTools
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
     domain = load_domain("tau2-telecom", args.data_dir)
@@ -123,10 +129,14 @@ def main() -> None:
     total = agree = env_agree = action_agree = assertions = assertion_agree = state_equal = 0
     upstream_step, muarl_step, upstream_reset, muarl_reset = [], [], [], []
     disagreements: list[str] = []
+    state_mismatches: list[str] = []
+    # restored before each trajectory: see the module docstring
+    pristine_vpn = TelecomUserTools.default_vpn_details.model_copy(deep=True)
     for raw in raw_tasks:
         up_task = UpTask.model_validate(raw)
         task = ours[raw["id"]]
         for label, calls in trajectories(raw, rng, args.random, agent_names, user_names):
+            TelecomUserTools.default_vpn_details = pristine_vpn.model_copy(deep=True)
             t0 = time.perf_counter()
             env = get_environment()
             env.set_state(initialization_data=None, initialization_actions=up_task.initial_state.initialization_actions, message_history=[])
@@ -171,7 +181,10 @@ def main() -> None:
             for check, my_met in zip(theirs.env_assertions or [], mine_checks):
                 assertions += 1
                 assertion_agree += check.met == my_met
-            state_equal += same_world(env, state)
+            if same_world(env, state):
+                state_equal += 1
+            else:
+                state_mismatches.append(f"{task.id} {label}: calls={calls}")
             if not ok:
                 disagreements.append(f"{task.id} {label}: τ² {theirs.reward} muarl {mine.reward} calls={calls}")
 
@@ -189,6 +202,8 @@ def main() -> None:
     print(f"reset (task set-up): τ² {ms(upstream_reset):.3f} ms, muarl {ms(muarl_reset):.3f} ms, ratio {ms(upstream_reset) / ms(muarl_reset):.1f}x")
     for line in disagreements[:20]:
         print("DISAGREE", line)
+    for line in state_mismatches[:20]:
+        print("STATE DIFFERS", line)
     shutil.rmtree(scratch)
 
 

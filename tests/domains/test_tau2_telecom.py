@@ -111,6 +111,21 @@ def test_speed_follows_technology_signal_and_data_saver(tau2_telecom, saver, exp
     assert expected in call(tau2_telecom, state, "run_speed_test")
 
 
+def test_a_vpn_reconnected_after_the_broken_vpn_set_up_is_poor_too(tau2_telecom):
+    """τ² connects every VPN to one default server object, which ``break_vpn`` makes poor: reconnecting does not
+    fix the speed within that episode, while another episode's VPN is excellent."""
+    broken = tau2_telecom.new_state()
+    scenario.lookup(scenario.SETUP, {"env_type": "user", "func_name": "break_vpn"}, "set-up")(broken)
+    call(tau2_telecom, broken, "disconnect_vpn")
+    assert "220.00 Mbps" in call(tau2_telecom, broken, "run_speed_test")
+    call(tau2_telecom, broken, "connect_vpn")
+    assert broken.get("phone", "device")["vpn_details"]["server_performance"] == "poor"
+    assert "22.00 Mbps" in call(tau2_telecom, broken, "run_speed_test")
+    fresh = tau2_telecom.new_state()
+    call(tau2_telecom, fresh, "connect_vpn")
+    assert "220.00 Mbps" in call(tau2_telecom, fresh, "run_speed_test")
+
+
 def test_calls_the_loop_skipped_are_not_replayed():
     skipped = Message(role="tool", tool_call_id="b", content=NOT_EXECUTED_OUTPUT)
     turn = Message(role="assistant", tool_calls=[ToolCall(id="a", name="x"), ToolCall(id="b", name="y")])

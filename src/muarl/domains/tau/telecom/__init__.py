@@ -3,8 +3,8 @@
 The agent has the carrier's 13 tools (:mod:`.agent_tools`); the user has 30 tools of its own phone
 (:mod:`.user_tools`) and calls them inside its turn, when the agent asks it to check or change something. Both
 act on one state: the carrier's tables (``plans``, ``customers``, ``lines``, ``bills``, ``devices``, from
-``db.toml``) and the ``phone`` table (the ``device`` from ``user_db.toml`` and its ``surroundings``). After every
-call, either side's, the phone's view of the carrier's records is brought up to date
+``db.toml``) and the ``phone`` table (the ``device`` from ``user_db.toml``, its ``surroundings`` and the VPN server
+it connects to). After every call, either side's, the phone's view of the carrier's records is brought up to date
 (:func:`.phone.sync_with_carrier`), as τ² does after every step.
 
 Each task starts from the seed data broken its own way (its ``initialization_actions``, :mod:`.scenario`) and is
@@ -26,7 +26,15 @@ from muarl.domains.tau import GREETING, TauDomain
 from muarl.domains.tau.loader import TAU2_SPLITS, TauDataError, check_table, tau2_dir, tau2_tasks
 from muarl.domains.tau.telecom import scenario
 from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
-from muarl.domains.tau.telecom.phone import DEVICE_DEFAULTS, PHONE, SURROUNDINGS_DEFAULTS, merged, sync_with_carrier
+from muarl.domains.tau.telecom.phone import (
+    DEVICE_DEFAULTS,
+    PHONE,
+    SURROUNDINGS_DEFAULTS,
+    VPN_DEFAULT_DETAILS,
+    VPN_SERVER,
+    merged,
+    sync_with_carrier,
+)
 from muarl.domains.tau.telecom.user_tools import USER_TOOLS
 from muarl.types import Message, Task, executed_calls
 
@@ -64,6 +72,7 @@ def load_tables(folder: os.PathLike[str]) -> dict[str, dict[str, Any]]:
     tables[PHONE] = {
         "device": merged(DEVICE_DEFAULTS, user.get("device") or {}),
         "surroundings": merged(SURROUNDINGS_DEFAULTS, user.get("surroundings") or {}),
+        VPN_SERVER: dict(VPN_DEFAULT_DETAILS),
     }
     return tables
 

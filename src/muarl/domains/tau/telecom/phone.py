@@ -1,10 +1,12 @@
 """The user's phone in τ²-bench telecom: its settings, and what they mean for service, data and MMS.
 
-The phone is two records of the state's ``phone`` table: ``device`` (the settings the user can see and change:
-airplane mode, SIM, mobile data, roaming, network mode, APN, Wi-Fi, VPN, app permissions...) and
+The phone is three records of the state's ``phone`` table: ``device`` (the settings the user can see and change:
+airplane mode, SIM, mobile data, roaming, network mode, APN, Wi-Fi, VPN, app permissions...),
 ``surroundings`` (what the user cannot change: where they are, the signal each network technology has there,
 and what the carrier's records say about their line, which :func:`sync_with_carrier` copies in after every
-call). The rules below are τ²'s: which network the phone finds when it searches, whether mobile data works, how
+call), and ``vpn_server`` (the VPN that ``connect_vpn`` connects to: τ² hands every connection its one default
+details object, so when the broken-VPN set-up makes the connected server poor, a VPN the user reconnects is poor
+too). The rules below are τ²'s: which network the phone finds when it searches, whether mobile data works, how
 fast a speed test runs, whether an MMS can be sent. They are pure functions of the two records, so the
 assertions a task makes at the end (:mod:`.checks`) and the tools the user calls (:mod:`.user_tools`) read the
 same answer.
@@ -45,6 +47,7 @@ SURROUNDINGS_DEFAULTS: dict[str, Any] = {
 
 NETWORK_MODES = ("4g_5g_preferred", "4g_only", "3g_only", "2g_only")
 _MODE_TECHNOLOGY = {"4g_only": "4G", "3g_only": "3G", "2g_only": "2G"}
+VPN_SERVER = "vpn_server"
 VPN_DEFAULT_DETAILS = {"server_address": "192.168.1.1", "protocol": "OpenVPN", "server_performance": "excellent"}
 
 # (lowest, highest) Mbps of each technology, and the share of it each signal strength gets

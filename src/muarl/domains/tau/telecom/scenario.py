@@ -18,6 +18,7 @@ from muarl.domains.tau.telecom import user_tools as ut
 from muarl.domains.tau.telecom.agent_tools import TODAY, owned_line
 from muarl.domains.tau.telecom.phone import (
     PHONE,
+    VPN_SERVER,
     can_send_mms,
     device,
     mobile_data_works,
@@ -92,8 +93,10 @@ def break_apn_mms_setting(state: State) -> None:
 
 
 def break_vpn(state: State) -> None:
+    """Connect the VPN and make its server poor: the server every later connection of the episode gets too."""
     ut.connect_vpn(state)
     _phone(state)[0]["vpn_details"]["server_performance"] = "poor"
+    state.edit(PHONE, VPN_SERVER)["server_performance"] = "poor"
 
 
 def remove_app_permission(state: State, app_name: str, permission: str) -> None:

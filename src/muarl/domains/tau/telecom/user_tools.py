@@ -17,7 +17,7 @@ from muarl.domains.tau.telecom.phone import (
     APN_NAMES,
     NETWORK_MODES,
     PHONE,
-    VPN_DEFAULT_DETAILS,
+    VPN_SERVER,
     can_send_mms as mms_possible,
     device,
     merged,
@@ -255,7 +255,7 @@ def connect_vpn(state: State) -> str:
     if device(state)["vpn_connected"]:
         return "The VPN is already connected."
     dev = state.edit(PHONE, "device")
-    dev.update(vpn_connected=True, vpn_details=dict(VPN_DEFAULT_DETAILS))
+    dev.update(vpn_connected=True, vpn_details=dict(state.get(PHONE, VPN_SERVER)))
     return f"VPN connected.\n{status_bar(dev)}"
 
 
