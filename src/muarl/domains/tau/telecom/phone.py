@@ -73,6 +73,12 @@ def surroundings(state: State) -> dict[str, Any]:
     return state.get(PHONE, "surroundings")
 
 
+def device_to_change(state: State) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The device record to change (a private copy) and the surroundings (read-only), for the user's tools and
+    the tasks' set-up alike."""
+    return state.edit(PHONE, "device"), surroundings(state)
+
+
 def sim_status(dev: dict[str, Any]) -> str:
     return "missing" if dev["sim_card_missing"] else dev["sim_card_status"]
 

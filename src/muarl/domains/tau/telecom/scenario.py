@@ -21,15 +21,12 @@ from muarl.domains.tau.telecom.phone import (
     VPN_SERVER,
     can_send_mms,
     device,
+    device_to_change,
     mobile_data_works,
     search_network,
     speed_test,
     surroundings,
 )
-
-
-def _phone(state: State) -> tuple[dict[str, Any], dict[str, Any]]:
-    return state.edit(PHONE, "device"), surroundings(state)
 
 
 def set_user_info(state: State, name: str, phone_number: str) -> None:
@@ -43,9 +40,9 @@ def set_user_location(state: State, abroad: bool) -> None:
 def _toggle_until(state: State, toggle: Callable[[State, dict], None], key: str, wanted: bool) -> None:
     """Toggle a setting, and toggle again if that did not give ``wanted`` (τ² sets these by toggling, so turning on
     what is already on goes off and on again, with both toggles' side effects)."""
-    toggle(state, _phone(state)[0])
+    toggle(state, device_to_change(state)[0])
     if device(state)[key] != wanted:
-        toggle(state, _phone(state)[0])
+        toggle(state, device_to_change(state)[0])
 
 
 def _airplane(state: State, dev: dict) -> None:
@@ -67,40 +64,40 @@ def _data_saver(state: State, dev: dict) -> None:
 
 
 def simulate_network_search(state: State) -> None:
-    search_network(*_phone(state))
+    search_network(*device_to_change(state))
 
 
 def unseat_sim_card(state: State) -> None:
-    dev, sur = _phone(state)
+    dev, sur = device_to_change(state)
     dev["sim_card_missing"] = True
     search_network(dev, sur)
 
 
 def lock_sim_card(state: State, mode: str) -> None:
-    dev, sur = _phone(state)
+    dev, sur = device_to_change(state)
     dev["sim_card_status"] = {"pin": "locked_pin", "puk": "locked_puk"}[mode]
     search_network(dev, sur)
 
 
 def break_apn_settings(state: State) -> None:
-    dev, sur = _phone(state)
+    dev, sur = device_to_change(state)
     dev["active_apn_settings"]["apn_name"] = "broken"
     search_network(dev, sur)
 
 
 def break_apn_mms_setting(state: State) -> None:
-    _phone(state)[0]["active_apn_settings"]["mmsc_url"] = None
+    device_to_change(state)[0]["active_apn_settings"]["mmsc_url"] = None
 
 
 def break_vpn(state: State) -> None:
     """Connect the VPN and make its server poor: the server every later connection of the episode gets too."""
     ut.connect_vpn(state)
-    _phone(state)[0]["vpn_details"]["server_performance"] = "poor"
+    device_to_change(state)[0]["vpn_details"]["server_performance"] = "poor"
     state.edit(PHONE, VPN_SERVER)["server_performance"] = "poor"
 
 
 def remove_app_permission(state: State, app_name: str, permission: str) -> None:
-    app = _phone(state)[0]["app_statuses"][app_name]
+    app = device_to_change(state)[0]["app_statuses"][app_name]
     app["permissions"][permission.lower()] = False
 
 
@@ -109,7 +106,7 @@ def set_network_mode_preference(state: State, mode: str) -> None:
 
 
 def set_wifi_calling(state: State, enabled: bool, mms_over_wifi: bool | None = None) -> None:
-    dev = _phone(state)[0]
+    dev = device_to_change(state)[0]
     dev["wifi_calling_enabled"] = enabled
     if mms_over_wifi is not None:
         dev["wifi_calling_mms_over_wifi"] = mms_over_wifi
@@ -159,7 +156,7 @@ SETUP: dict[str, dict[str, Callable[..., None]]] = {
         "turn_airplane_mode_on": lambda s: _toggle_until(s, _airplane, "airplane_mode", True),
         "turn_airplane_mode_off": lambda s: _toggle_until(s, _airplane, "airplane_mode", False),
         "turn_data_off": lambda s: _toggle_until(s, _data, "data_enabled", False),
-        "turn_data_on": lambda s: _phone(s)[0].update(data_enabled=True),
+        "turn_data_on": lambda s: device_to_change(s)[0].update(data_enabled=True),
         "turn_roaming_on": lambda s: _toggle_until(s, _roaming, "roaming_enabled", True),
         "turn_roaming_off": lambda s: _toggle_until(s, _roaming, "roaming_enabled", False),
         "turn_data_saver_mode_on": lambda s: _toggle_until(s, _data_saver, "data_saver_mode", True),

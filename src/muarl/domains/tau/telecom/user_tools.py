@@ -20,6 +20,7 @@ from muarl.domains.tau.telecom.phone import (
     VPN_SERVER,
     can_send_mms as mms_possible,
     device,
+    device_to_change,
     merged,
     search_network,
     sim_status,
@@ -27,11 +28,6 @@ from muarl.domains.tau.telecom.phone import (
     status_bar,
     surroundings,
 )
-
-
-def _change(state: State) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The device record to change (a private copy) and the surroundings (read-only)."""
-    return state.edit(PHONE, "device"), surroundings(state)
 
 
 def _on_off(flag: bool) -> str:
@@ -78,7 +74,7 @@ def set_network_mode_preference(state: State, mode: str) -> str:
     """
     if mode not in NETWORK_MODES:
         return f"Could not set the network mode: {mode!r} is not one of {', '.join(NETWORK_MODES)}.\n{status_bar(device(state))}"
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["network_mode_preference"] = mode
     search_network(dev, sur)
     return f"Preferred network mode is now {mode}.\n{status_bar(dev)}"
@@ -96,7 +92,7 @@ def run_speed_test(state: State) -> str:
 @tool(kind="write")
 def toggle_airplane_mode(state: State) -> str:
     """Turn airplane mode on or off. When on, every radio is off: no cellular network, no Wi-Fi."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     flip_airplane_mode(dev, sur)
     return f"Airplane mode is now {_on_off(dev['airplane_mode'])}.\n{status_bar(dev)}"
 
@@ -128,7 +124,7 @@ def check_sim_status(state: State) -> str:
 @tool(kind="write")
 def reseat_sim_card(state: State) -> str:
     """Take the SIM card out and put it back in; this can fix a SIM the phone does not detect."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["sim_card_missing"] = False
     search_network(dev, sur)
     return f"The SIM card was taken out and put back in.\n{status_bar(dev)}"
@@ -137,7 +133,7 @@ def reseat_sim_card(state: State) -> str:
 @tool(kind="write")
 def toggle_data(state: State) -> str:
     """Turn mobile data on or off (internet over the cellular network when there is no Wi-Fi)."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["data_enabled"] = not dev["data_enabled"]
     search_network(dev, sur)
     return f"Mobile data is now {_on_off(dev['data_enabled'])}.\n{status_bar(dev)}"
@@ -146,7 +142,7 @@ def toggle_data(state: State) -> str:
 @tool(kind="write")
 def toggle_roaming(state: State) -> str:
     """Turn data roaming on or off (mobile data on other carriers' networks, such as abroad)."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["roaming_enabled"] = not dev["roaming_enabled"]
     search_network(dev, sur)
     return f"Data roaming is now {_on_off(dev['roaming_enabled'])}.\n{status_bar(dev)}"
@@ -186,7 +182,7 @@ def set_apn_settings(state: State, apn_settings: dict) -> str:
         raise ToolError(f"unknown APN setting(s) {unknown}; the settings are {sorted(APN_DEFAULTS)}")
     if apn_settings.get("apn_name", "internet") not in APN_NAMES:
         raise ToolError(f"apn_name must be one of {list(APN_NAMES)}")
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["active_apn_settings"] = merged(APN_DEFAULTS, apn_settings)
     search_network(dev, sur)
     return f"APN settings saved ({dev['active_apn_settings']['apn_name']}).\n{status_bar(dev)}"
@@ -195,7 +191,7 @@ def set_apn_settings(state: State, apn_settings: dict) -> str:
 @tool(kind="write")
 def reset_apn_settings(state: State) -> str:
     """Reset the APN settings to the defaults; the reset happens at the next reboot."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     dev["active_apn_settings"] = {**dev["active_apn_settings"], "reset_at_reboot": True}
     search_network(dev, sur)
     return f"The APN settings will be reset to the defaults when the phone restarts.\n{status_bar(dev)}"
@@ -337,7 +333,7 @@ def can_send_mms(state: State) -> str:
 @tool(kind="write")
 def reboot_device(state: State) -> str:
     """Restart your phone; this applies a pending APN reset and reconnects to the network."""
-    dev, sur = _change(state)
+    dev, sur = device_to_change(state)
     notes = []
     if dev["active_apn_settings"]["reset_at_reboot"]:
         dev["active_apn_settings"] = dict(APN_DEFAULTS)
