@@ -35,8 +35,6 @@ def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | No
     try:
         cfg = form_config("full" if full else "quick", out=out, model=model, domain=domain, eval_tasks=eval_tasks,
                           grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed)
-        if eval_tasks is not None and cfg.base_eval_tasks > eval_tasks:
-            cfg = cfg.model_copy(update={"base_eval_tasks": eval_tasks})
         results = run_demo(cfg, resume=resume, progress=not quiet)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(" ".join(str(exc).split())) from None

@@ -20,7 +20,7 @@ from muarl.config import ConfigError
 from muarl.demo.config import DemoConfig
 from muarl.domains import load_domain
 from muarl.evals.paired import success_rates
-from muarl.evals.passk import summarise
+from muarl.evals.passk import per_task, summarise
 from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
@@ -208,18 +208,14 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     ckpt = latest_checkpoint(stage)
     if ckpt is None:
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
-    first = read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]
-    groups: dict[str, list[bool]] = {}
-    for e in first:
-        if not e.errored:
-            groups.setdefault(e.task_id, []).append(bool(e.reward and e.reward.success))
+    groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {
         "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes,
         "group_size": trainer.cfg.group_size,
         "episodes": sum(int(r.get("episodes", 0)) for r in rows),
         "groups_with_signal": round(sum(r.get("groups", 0) * (1 - r.get("uniform_ratio", 0)) for r in rows)),
-        "sft_sampled_success": _mean([float(s) for g in groups.values() for s in g]),
-        "sft_pass_at_n": _mean([float(any(g)) for g in groups.values()]),
+        "sft_sampled_success": sum(r.c for r in groups) / sum(r.n for r in groups) if groups else None,
+        "sft_pass_at_n": _mean([float(r.c > 0) for r in groups]),
         "train_success_first": rows[0].get("success_rate"), "train_success_last": rows[-1].get("success_rate"),
         "train_success_mean_last5": _mean([r.get("success_rate") for r in rows[-5:]]),
         "rollout_minutes": sum(r.get("rollout_seconds", 0) for r in rows) / 60,
