@@ -27,11 +27,12 @@ GRPO_DEFAULTS: dict[str, Any] = {
 RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit"}
 
 # The cold start's size comes from the calibration pilots in docs/benchmarks.md ("Cold start on clinic-lite" and
-# "The user changes their mind"): 120 cooperative-user dialogues, 3 epochs at lr 3e-5 (18 steps) left SmolLM2-135M,
-# sampled at T = 1 on unseen train tasks whose patient changes their mind, at 75% success on level 1 and 28% on
-# level 2: most groups of 8 carry signal. 2 epochs (12 steps) gave no level-2 success at all.
+# "The user changes their mind"): a cold start of 18 steps at lr 3e-5 on dialogues without a change of mind left
+# SmolLM2-135M, sampled at T = 1 on unseen train tasks whose patient changes their mind, at 75% success on level 1
+# and 28% on level 2, so most groups of 8 carry signal; 12 steps (2 epochs of 120) gave no level-2 success at all.
+# The demo's 120 demonstrations make 7 steps an epoch, so the cold start is 18 steps of a 3-epoch schedule.
 FULL: dict[str, Any] = {
-    "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "grpo_minutes": 30.0,
+    "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
