@@ -1,7 +1,8 @@
 """ACEBench's agent category as the ``acebench-agent`` domain: the phone scenario, run step by step.
 
 Splits: ``multi_step`` (the agent alone carries out the user's request with the tools, then says
-"finish conversation") and ``multi_turn`` (a simulated user, told the entry's instruction, talks with the
+"finish conversation"; as in ACEBench's runner, a message holding no call gets the line "do not ask me any
+questions, carry on" back: the task's user is absent) and ``multi_turn`` (a simulated user, told the entry's instruction, talks with the
 agent). Only entries whose scenario classes are all the phone's (device, messages, reminders, food delivery)
 are included: the travel scenario (10 of the 30 multi-turn entries) is not built yet, so ``multi_turn`` is
 20 entries, not ACEBench's 30.
@@ -27,11 +28,13 @@ from muarl.domains.acebench import _read_lines, acebench_dir
 from muarl.domains.acebench import phone
 from muarl.domains.base import Domain, State, ToolRegistry
 from muarl.evals.acebench_checker import AnswerSyntaxError, parse_answer
-from muarl.types import NOT_EXECUTED_OUTPUT, Action, Message, Task, ToolCall, UserScenario
+from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, Task, ToolCall, UserScenario
 
 SPLITS = ("multi_step", "multi_turn")
 PHONE_CLASSES = {"BaseApi", "MessageApi", "ReminderApi", "FoodPlatform"}
 FINISH = "finish conversation"
+# ACEBench's multi-step runner answers a message that holds no call with this line (its execution role)
+CARRY_ON = "Please do not ask me any questions, use the known conditions to solve the problem"
 
 POLICY = f"""You are the assistant of a phone's owner, acting with the phone's tools: the device (Wi-Fi, login), text
 messages, reminders and a food delivery platform. The current time is 2024-06-11 16:00.
@@ -109,7 +112,8 @@ def _tasks(data: Path, split: str) -> list[Task]:
         answer = answers[row["id"]]
         metadata = {"category": category, "functions": [f["name"] for f in row["function"]], "involved_classes": row["involved_classes"],
                     "initial_config": row["initial_config"], "possible_answer": answer["ground_truth"], "milestones": answer["mile_stone"]}
-        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"]),
+        absent = Absent(reply=CARRY_ON, end=FINISH) if split == "multi_step" else None
+        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"], absent=absent),
                           actions=_gold_actions(answer["mile_stone"]), metadata=metadata))
     return tasks
 
