@@ -211,6 +211,16 @@ class Action(_Model):
     requestor: Requestor = "assistant"  # "user" for an action the user takes on their own device (τ² telecom)
 
 
+class Revision(_Model):
+    """A change of mind: what the user says instead of "yes" the first time the agent asks to confirm, and the
+    details that hold from then on. A cooperative user has made up its mind already and states the revised
+    details from its first wording of the request."""
+
+    text: str  # how the user says it ("Actually, make it ... instead.")
+    variants: list[str] = Field(default_factory=list)  # other wordings of ``text``
+    facts: dict[str, str]  # the details that replace the request's (same keys)
+
+
 class UserRequest(_Model):
     """One thing the user wants, revealed one at a time by a scripted user."""
 
@@ -219,6 +229,22 @@ class UserRequest(_Model):
     facts: dict[str, str] = Field(default_factory=dict)  # details given only when asked (key: topic)
     outcome: Literal["done", "refused", "transfer", "answered"] = "done"  # what a correct agent does
     answer: str | None = None  # for "answered" requests: the fact the user waits to hear
+    revision: Revision | None = None  # a change of mind; gold actions use the revised facts
+
+    def revised(self) -> UserRequest:
+        """The request as a user who has changed its mind words it: every revised detail's old value replaced by
+        the new one, in every wording and in the facts (itself when there is no revision)."""
+        if self.revision is None:
+            return self
+
+        def swap(text: str) -> str:
+            for key, new in self.revision.facts.items():
+                if key in self.facts:
+                    text = text.replace(self.facts[key], new)
+            return text
+
+        return self.model_copy(update={"text": swap(self.text), "variants": [swap(v) for v in self.variants],
+                                       "facts": {**self.facts, **self.revision.facts}, "revision": None})
 
 
 class UserScenario(_Model):

@@ -14,6 +14,7 @@ from muarl.config import ConfigError
 from muarl.demo import run as demo_run
 from muarl.demo import stages
 from muarl.demo.config import DemoConfig, form_config
+from muarl.train.config import GRPOConfig
 
 PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
          "eval_concurrency": 4, "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0,
@@ -47,6 +48,11 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     control_tasks = {json.loads(line)["task_id"] for line in (tmp_path / "demo" / "synth" / stages.CONTROL_DEMOS).read_text().splitlines()}
     assert sft_tasks == set(synth["sft_task_ids"]) and not sft_tasks & control_tasks
     assert not sft_tasks & set(synth["grpo_task_ids"])  # RL trains on tasks the cold start never saw
+    # the demonstrations are held with the cooperative user (final wishes up front: no change of mind), GRPO's
+    # rollouts with the scripted user, who changes its mind where the task says so
+    synth_run = json.loads((tmp_path / "demo" / "synth" / "synth" / "run.json").read_text())
+    assert synth_run["config"]["user"] == "scripted:cooperative"
+    assert GRPOConfig.load(tmp_path / "demo" / "grpo" / "config.yaml").user == "scripted"
     grpo_episodes = [json.loads(line) for line in (tmp_path / "demo" / "grpo" / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
     assert len(grpo_episodes) == 2 and {e["task_id"] for e in grpo_episodes} <= set(synth["grpo_task_ids"])
     assert train["grpo"]["steps"] == 1 and train["grpo"]["episodes"] == 2 and 0.0 <= train["grpo"]["sft_pass_at_n"] <= 1.0
@@ -55,6 +61,8 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
     for figure in ("success.png", "grpo/training_dynamics.png"):
         assert (tmp_path / "demo" / figure).stat().st_size > 1000
+    groups = saved["by_group"]
+    assert sum(g["n"] for g in groups.values()) == 3 and all(set(g) >= {"n", "sft", "rl", "control"} for g in groups.values())
     md = (tmp_path / "demo" / "results.md").read_text()
     assert "PILOT" in md and "RL - control" in md and "McNemar" in md
 

@@ -3,8 +3,11 @@
 Specification: at most 5 tools (the clinic's own code where it has one) and a system turn of at most 600
 SmolLM2 tokens as our ``chatml-hermes`` format renders it; short ids; ≥ 1,000 train and ≥ 300 test tasks of
 levels 1 (identify + one change) and 2 (+ a doctor's fee that must be told, and that no id, email or number of
-the task contains), on patients and doctors that never cross splits; every wording of a request states its details, and the opening states the patient's email; the
-oracle solves every task in 4 agent turns (level 1) or 6 (level 2), the do-nothing agent none; generation is
+the task contains), on patients and doctors that never cross splits; every wording of a request states its details,
+and the opening states the patient's email. In about three tasks of four at each level the patient changes their mind
+when first asked to confirm (the gold change uses the revised value). The oracle solves every task, against the
+scripted user in 4 agent turns (level 1) or 6 (level 2), one more when the patient changes their mind, and
+against the cooperative user (final wishes up front) in 4 or 6; the do-nothing agent solves none; generation is
 deterministic in its seed.
 """
 
@@ -70,9 +73,18 @@ def test_short_ids_and_splits(lite):
     for tasks in (train, test):
         levels = Counter(t.difficulty for t in tasks)
         assert set(levels) == {1, 2} and min(levels.values()) > len(tasks) / 3
+        kinds = Counter((t.difficulty, t.metadata["changes_mind"]) for t in tasks)
+        assert len(kinds) == 4 and min(kinds.values()) > len(tasks) / 12  # 3 in 4 patients change their mind
         for t in tasks:
             assert [a.name for a in t.actions if a.name != "find_doctor"] == ["find_patient_by_email", "update_contact_info"]
             assert len(t.outputs) == t.difficulty - 1 == sum(r.outcome == "answered" for r in t.user.requests)
+            change = next(r for r in t.user.requests if r.outcome == "done")
+            assert (change.revision is not None) == t.metadata["changes_mind"]
+            update = next(a for a in t.actions if a.name == "update_contact_info")
+            final = change.revised().facts
+            assert {k: v for k, v in update.kwargs.items() if k != "patient_id"} == final
+            if change.revision is not None:  # the first value differs from the final one and does not contain it
+                assert all(final[k] not in change.facts[k] and change.facts[k] not in final[k] for k in final)
             values = [str(v) for a in t.actions for v in a.kwargs.values()]
             assert not any(fee in v for fee in t.outputs for v in values)  # a fee is told, never found in an id or number
 
@@ -106,12 +118,15 @@ def test_data_dir_is_refused():
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
-def test_oracle_solves_every_task_in_4_or_6_turns_and_doing_nothing_none(lite, split):
+def test_oracle_solves_every_task_and_doing_nothing_none(lite, split):
     tasks = lite.tasks(split)
+    kind = {t.id: (t.difficulty, t.metadata["changes_mind"]) for t in tasks}
     oracle = asyncio.run(run_many(lite, tasks, OracleAgent(), ScriptedUser(), concurrency=16, progress=False)).episodes
     assert all(e.reward.reward == 1.0 and e.malformed_calls == 0 for e in oracle)
-    level = {t.id: t.difficulty for t in tasks}
-    assert {(level[e.task_id], e.agent_turns) for e in oracle} == {(1, 4), (2, 6)}
+    assert {(*kind[e.task_id], e.agent_turns) for e in oracle} == {(1, False, 4), (2, False, 6), (1, True, 5), (2, True, 7)}
+    cooperative = asyncio.run(run_many(lite, tasks, OracleAgent(), ScriptedUser(cooperative=True), concurrency=16, progress=False)).episodes
+    assert all(e.reward.reward == 1.0 for e in cooperative)
+    assert {(kind[e.task_id][0], e.agent_turns) for e in cooperative} == {(1, 4), (2, 6)}
     nothing = asyncio.run(run_many(lite, tasks, DoNothingAgent(), ScriptedUser(), concurrency=16, progress=False)).episodes
     assert len(nothing) == len(tasks) and all(e.reward.reward == 0.0 for e in nothing)
     assert lite.base.recompute_digest() == lite.base.digest

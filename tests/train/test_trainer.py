@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,7 +16,8 @@ from muarl.rollout.config import ConfigError
 from muarl.rollout.store import read_episodes
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.trainer import GRPOTrainer, TrainingError, has_signal
+from muarl.train import trainer as trainer_module
+from muarl.train.trainer import GRPOTrainer, TrainingError, has_signal, next_step_fits
 from muarl.types import Episode, RewardInfo, TokenTrace
 
 
@@ -210,3 +212,26 @@ def test_dynamic_sampling_rolls_out_fresh_tasks_until_enough_groups_carry_signal
     hopeless = GRPOTrainer(config(tmp_path / "n", dynamic_sampling=True, max_sampling_rounds=3), reward_fn=never, progress=False)
     hopeless.start()
     assert hopeless.collect_groups()[1] == 3  # gives up after max_sampling_rounds
+
+
+def test_next_step_fits_on_the_mean_step_time():
+    assert next_step_fits(300.0, 3, 400.0)  # 3 steps of 100 s: a 4th ends at 400 s, inside a 400 s box
+    assert not next_step_fits(300.0, 3, 399.0)
+    assert not next_step_fits(250.0, 1, 480.0)  # one 250 s step: a second would end at 500 s
+
+
+def test_a_time_box_stops_before_a_step_that_would_not_end_inside_it(tmp_path, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=lambda: clock[0]))
+    trainer = GRPOTrainer(config(tmp_path / "r", steps=10, save_every=5), progress=False)
+    trainer.start()
+
+    def step() -> dict[str, float]:  # a step of 100 s on the fake clock
+        clock[0] += 100.0
+        trainer.step += 1
+        return {"reward_mean": 0.0}
+
+    monkeypatch.setattr(trainer, "train_step", step)
+    trainer.train(time_limit_s=350.0)
+    assert trainer.step == 3 and clock[0] == 300.0  # the old box, checked after the crossing step, ran a 4th to 400 s
+    assert (tmp_path / "r" / "checkpoints" / "latest").read_text().strip().endswith("3")  # the last step is checkpointed

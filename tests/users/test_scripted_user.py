@@ -4,7 +4,10 @@ Specification: it opens with its first request; asked to identify, it gives its 
 birth); asked to confirm, it says yes; asked for details of the current request, it gives only those; told
 the request is done, refused or answered, it moves to the next and says ###STOP### after the last; it
 restates a request it gets no progress on and gives up after ``patience`` restatements; its wording depends
-only on (task, seed). Without structured requests it opens with its instruction and confirms.
+only on (task, seed). A request with a revision is a change of mind: the first request to confirm it gets
+the revision instead of yes, and the revised details hold from then on; the cooperative user words it with
+the revised details from the start and just confirms. Without structured requests it opens with its
+instruction and confirms.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 
 import pytest
 
-from muarl.types import Message, Task, UserRequest, UserScenario
+from muarl.types import Message, Revision, Task, UserRequest, UserScenario
 from muarl.users.base import STOP
 from muarl.users.scripted import ScriptedUser
 
@@ -26,6 +29,11 @@ def make_task(requests, known=None) -> Task:
 BOOK = UserRequest(text="I'd like to book a checkup.", facts={"doctor": "Dr. Xu", "time": "Monday at 10:00"})
 BALANCE = UserRequest(text="What is my balance?", outcome="answered", answer="1,200")
 REFILL = UserRequest(text="Refill my inhaler.", facts={"medication": "albuterol inhaler"}, outcome="refused")
+
+
+MOVE = UserRequest(text="Please move my visit to Monday at 10:00.", variants=["I'd like my visit on Monday at 10:00."],
+                   facts={"time": "Monday at 10:00"},
+                   revision=Revision(text="Actually, make it Tuesday at 9:00.", facts={"time": "Tuesday at 9:00"}))
 
 
 class Talk:
@@ -171,3 +179,31 @@ def test_with_a_script_it_says_each_line_whatever_the_agent_said_then_stops():
     assert (first.text, first.done) == ("Now sort it.", None)
     end = talk.user("Sorted.")
     assert end.done == "user_stop" and STOP in end.text
+
+
+def test_revised_request_swaps_every_wording_and_fact():
+    revised = MOVE.revised()
+    assert revised.text == "Please move my visit to Tuesday at 9:00." and revised.variants == ["I'd like my visit on Tuesday at 9:00."]
+    assert revised.facts == {"time": "Tuesday at 9:00"} and revised.revision is None
+    assert BOOK.revised() is BOOK
+
+
+def test_asked_to_confirm_it_changes_its_mind_once_and_then_gives_the_revised_details():
+    talk = Talk(make_task([MOVE, BALANCE]))
+    assert "Monday at 10:00" in talk.user().text
+    assert "ann.lee@example.com" in talk.user("Could you give me your email?").text
+    assert talk.user("To confirm, I will move it to Monday at 10:00. Shall I proceed?").text == "Actually, make it Tuesday at 9:00."
+    assert talk.user("What time would you like?").text == "The time is Tuesday at 9:00."
+    restated = talk.user("Okay.").text  # no progress: the request restated, as revised
+    assert restated.startswith("Let me repeat: ") and restated.endswith("Tuesday at 9:00. The time is Tuesday at 9:00.")
+    assert "Monday" not in restated
+    assert talk.user("To confirm, I will move it to Tuesday at 9:00. Shall I proceed?").text.startswith(("Yes", "Correct"))
+    assert BALANCE.text in talk.user("Your visit has been moved.").text
+
+
+def test_the_cooperative_user_states_the_revised_details_up_front_and_just_confirms():
+    for seed in range(4):
+        talk = Talk(make_task([MOVE]), seed=seed, cooperative=True)
+        opening = talk.user().text
+        assert "Tuesday at 9:00" in opening and "Monday" not in opening
+        assert talk.user("To confirm, I will move it to Tuesday at 9:00. Shall I proceed?").text.startswith(("Yes", "Correct"))

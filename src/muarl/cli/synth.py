@@ -20,7 +20,7 @@ import click
 @click.option("--agent", help="oracle | openai:MODEL [oracle].")
 @click.option("--agent-base-url", help="OpenAI-compatible endpoint of the agent.")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
-@click.option("--user", help="scripted | llm:MODEL [scripted].")
+@click.option("--user", help="scripted | scripted:cooperative | llm:MODEL [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--tools", help="local | simulated | mcp:COMMAND | mcp:URL [local for a domain, simulated for a scenario].")
 @click.option("--tool-model", help="Model of the tool LLM (simulated tools).")

@@ -39,8 +39,22 @@ def machine() -> dict[str, Any]:
             "cpu_flags": sorted(cpu_flags() & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})}
 
 
-def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[str], base_ids: list[str]) -> dict[str, Any]:
-    """``stages``: the recorded summary of every stage that ran (by stage name)."""
+def by_group(rows: dict[str, dict[str, Any]], groups: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Success per kind of task (``groups``: task id -> kind) for every row scored per task: where a gain came from."""
+    out: dict[str, dict[str, Any]] = {}
+    for group in sorted(set(groups.values())):
+        ids = [i for i, g in groups.items() if g == group]
+        out[group] = {"n": len(ids)}
+        for key, row in rows.items():
+            scored = [row["per_task"][i] for i in ids if i in row.get("per_task", {})]
+            if scored and len(scored) == len(ids):
+                out[group][key] = sum(scored) / len(scored)
+    return out
+
+
+def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[str], base_ids: list[str],
+             groups: dict[str, str]) -> dict[str, Any]:
+    """``stages``: the recorded summary of every stage that ran (by stage name); ``groups``: each eval task's kind."""
     base = stages["eval_base"]
     rows = {
         "floor": {**base["floor"], "train_minutes": 0.0, "eval_minutes": None},
@@ -58,7 +72,7 @@ def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[
         "form": cfg.form, "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
         "eval_tasks": {"domain": cfg.domain, "split": "test", "max_difficulty": cfg.max_difficulty, "n": len(eval_ids),
                        "ids": eval_ids, "base_ids": base_ids, "max_turns": cfg.max_turns},
-        "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas,
+        "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas, "by_group": by_group(rows, groups),
         "training": {k: stages[k] for k in ("synth", "sft", "grpo", "control") if k in stages},
         "total_minutes": sum(s["minutes"] for s in stages.values()),
     }
@@ -100,6 +114,12 @@ def results_markdown(results: dict[str, Any]) -> str:
             ci = f"paired 95% CI [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}]" if d["ci95"] else "no CI"
             test = f"{d['gained']} gained, {d['lost']} lost; McNemar p = {d['p_mcnemar']:.3g}; " if d["p_mcnemar"] is not None else ""
             lines.append(f"- {label}: {100 * d['delta']:+.1f} points on {d['n_tasks']} tasks ({test}{ci})")
+    groups = results.get("by_group", {})
+    if len(groups) > 1:
+        keys = [k for k in ("sft", "control", "rl") if k in stages]
+        lines += ["", "| held-out tasks | n | " + " | ".join(LABELS[k] for k in keys) + " |", "| --- | ---: |" + " ---: |" * len(keys)]
+        lines += [f"| {name} | {g['n']} | " + " | ".join(_pct(g.get(k)) for k in keys) + " |" for name, g in groups.items()]
+        lines.append("")
     s, g = train["sft"], train["grpo"]
     lines += [
         f"- cold start: {train['synth']['sft_demos']} oracle demonstrations, {s['steps']} SFT steps, loss {s['first_loss']:.3f} -> {s['last_loss']:.3f}",

@@ -88,6 +88,6 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
             cfg, d, sft_model, out / "synth" / st.CONTROL_DEMOS, done["grpo"]["minutes"], progress))
         done["eval_control"] = run_stage(out, "eval_control", lambda d: st.evaluate_model(
             done["control"]["model"], eval_tasks, cfg, d, resume, progress, "eval control"))
-    results = assemble(cfg, done, [t.id for t in eval_tasks], [t.id for t in base_tasks])
+    results = assemble(cfg, done, [t.id for t in eval_tasks], [t.id for t in base_tasks], {t.id: st.task_group(t) for t in eval_tasks})
     write_results(out, results)
     return results

@@ -58,6 +58,12 @@ def base_eval_tasks(cfg: DemoConfig) -> list[Task]:
     return sorted(random.Random(f"{cfg.seed}/base-tasks").sample(tasks, min(cfg.base_eval_tasks, len(tasks))), key=lambda t: t.id)
 
 
+def task_group(task: Task) -> str:
+    """The kind of held-out task, for the per-group table: its level, and whether its user changes their mind."""
+    group = f"level {task.difficulty}" if task.difficulty is not None else "all"
+    return group + (", changes mind" if task.metadata.get("changes_mind") else "")
+
+
 def loop_config(cfg: DemoConfig) -> LoopConfig:
     """The episode loop evaluation runs (the trainer's rollouts use the same cut-offs)."""
     return LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.context - cfg.max_new_tokens)
@@ -67,7 +73,12 @@ def loop_config(cfg: DemoConfig) -> LoopConfig:
 def stage_synth(cfg: DemoConfig, stage: Path, resume: bool) -> dict[str, Any]:
     """Oracle dialogues (validated by ``muarl synth``) on train tasks; a seeded sample becomes the cold start's
     data and, disjoint from it, the rest becomes the control's. GRPO trains on the train tasks the cold start
-    did not see, so its sampled success at step 1 is success on unseen tasks."""
+    did not see, so its sampled success at step 1 is success on unseen tasks.
+
+    The dialogues are held with ``demo_user`` (by default the cooperative user, who states its final wishes up
+    front), as a cold start synthesised offline is: it never shows a patient changing their mind. GRPO and
+    evaluation face the scripted user, who does; the gap is what RL with the user in the loop can close and
+    more of the same demonstrations (the control) cannot."""
     from muarl.synth.generate import SynthConfig, synthesize
 
     pool = _pool(cfg, "train")
@@ -76,7 +87,7 @@ def stage_synth(cfg: DemoConfig, stage: Path, resume: bool) -> dict[str, Any]:
     ids = [t.id for t in order[:wanted]]
     synth_dir = stage / "synth"
     report = asyncio.run(synthesize(SynthConfig(
-        domain=cfg.domain, split="train", task_ids=ids, out=str(synth_dir), seed=cfg.seed, validation_fraction=0.0,
+        domain=cfg.domain, split="train", task_ids=ids, out=str(synth_dir), seed=cfg.seed, validation_fraction=0.0, user=cfg.demo_user,
         parquet=False, resume=resume and (synth_dir / EPISODES_FILE).exists(),
     ), progress=False))
     by_task = {json.loads(line)["task_id"]: line for line in (synth_dir / "sft_train.jsonl").read_text(encoding="utf-8").splitlines()}

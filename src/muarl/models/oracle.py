@@ -5,7 +5,9 @@ The oracle is what tests, demos and offline cold-start data are built on. Its pl
 episode starts: ask the user to identify (unless every wording of their opening request already says what
 the look-up needs), look them up, then per user request (in order) state every write
 and ask for a "yes" before calling it, report the outcome (done, the answer to a question, or a refusal),
-or transfer for medical questions. For tasks without structured requests (τ-bench's) it runs the gold
+or transfer for medical questions. A user who changes its mind (a request with a ``revision``) is met as a
+careful agent would: it confirms what the user asked for first, and when the user revises it, confirms the
+revised write; a user who stated the revised details up front is asked once. For tasks without structured requests (τ-bench's) it runs the gold
 actions in order, confirming each write, and finally tells the required outputs; a gold action the user takes
 on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments. Tasks scored
 on a single response (``metadata["single_response"]``, ACEBench's) get it at once: all gold calls in one
@@ -43,7 +45,7 @@ class _Plan:
         # a list_* tool whose arguments the user can give (list_doctors(specialty)) reveals the ids to choose from
         self.listers = {t.name: list(t.parameters.get("required", [])) for t in reads if t.name.startswith("list_")}
         self.looked_up: set[str] = set()
-        self.steps: list[Message] = []
+        self.steps: list[Message | _Confirm] = []
         self.calls = 0
         if task.metadata.get("single_response"):
             self._single_response(task)
@@ -54,9 +56,10 @@ class _Plan:
         else:
             self._generic(task)
 
-    def _call(self, action: Action) -> None:
+    def _call(self, action: Action, request: UserRequest | None = None) -> None:
         if action.name in self.writes:
-            self.steps.append(_say(f"To confirm, I will {describe(action)}. Shall I proceed? (yes/no)"))
+            first = _as_first_asked(action, request)
+            self.steps.append(_say(_confirmation(action)) if first == action else _Confirm(first, action))
         self.calls += 1
         call = ToolCall(id=f"call_{self.calls}", name=action.name, arguments=json.dumps(action.kwargs))
         self.steps.append(Message(role="assistant", tool_calls=[call]))
@@ -92,8 +95,8 @@ class _Plan:
                 self.steps.append(_say(f"Happy to help with that. Could you tell me the {', '.join(unsaid)}?"))
             for action in actions:
                 if action.name in self.writes:
-                    self._look_up(action, request.facts)
-                self._call(action)
+                    self._look_up(action, request.revised().facts)
+                self._call(action, request)
             if request.outcome == "refused":
                 self.steps.append(_say(f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))
             elif request.outcome == "answered":
@@ -127,6 +130,35 @@ class _Plan:
         self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + ANYTHING_ELSE))
 
 
+def _confirmation(action: Action) -> str:
+    return f"To confirm, I will {describe(action)}. Shall I proceed? (yes/no)"
+
+
+def _as_first_asked(action: Action, request: UserRequest | None) -> Action:
+    """The gold write with the details the user gave before changing its mind (the action itself when the
+    request has no revision): what the user first asks for."""
+    if request is None or request.revision is None:
+        return action
+    back = {new: request.facts[key] for key, new in request.revision.facts.items() if key in request.facts}
+    return action.model_copy(update={"kwargs": {k: back.get(v, v) if isinstance(v, str) else v for k, v in action.kwargs.items()}})
+
+
+class _Confirm:
+    """The confirmation of a write the user may revise, chosen when it is due: the revised write if the user
+    has said its new details (a cooperative user does in its opening; a realistic one after the first
+    confirmation), else the write as first asked for, followed once more by this step."""
+
+    def __init__(self, first: Action, final: Action, asked: bool = False):
+        self.first, self.final, self.asked = first, final, asked
+        self.new = [v for k, v in final.kwargs.items() if isinstance(v, str) and first.kwargs.get(k) != v]
+
+    def expand(self, messages: list[Message]) -> list[Message | _Confirm]:
+        said = " ".join(m.content or "" for m in messages if m.role == "user")
+        if self.asked or all(v in said for v in self.new):
+            return [_say(_confirmation(self.final))]
+        return [_say(_confirmation(self.first)), _Confirm(self.first, self.final, asked=True)]
+
+
 def _says_all(request: UserRequest, values: list) -> bool:
     """Whether every wording of the request contains each value (then asking for them again is a wasted turn)."""
     return bool(values) and all(str(v) in text for text in (request.text, *request.variants) for v in values)
@@ -138,6 +170,8 @@ class OracleSession(AgentSession):
         self.next = 0
 
     async def act(self, messages: list[Message]) -> AgentTurn:
+        while self.next < len(self.steps) and isinstance(self.steps[self.next], _Confirm):
+            self.steps[self.next:self.next + 1] = self.steps[self.next].expand(messages)
         if self.next < len(self.steps):
             self.next += 1
             return AgentTurn(self.steps[self.next - 1])

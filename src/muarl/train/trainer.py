@@ -85,6 +85,13 @@ def has_signal(group: list[Episode]) -> bool:
     return len(rewards) > 1
 
 
+def next_step_fits(elapsed_s: float, steps_run: int, limit_s: float) -> bool:
+    """Whether one more step, taking as long as the mean of those run so far, ends within ``limit_s``. A box
+    checked only after the step that crosses it overruns by up to a whole step (minutes on a CPU), which
+    would also hand a compute-matched control more minutes than RL was meant to get."""
+    return elapsed_s + elapsed_s / max(steps_run, 1) <= limit_s
+
+
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, reward_fn: RewardFn | None = None, progress: bool = True):
         """``reward_fn`` overrides the config's named reward (for experiments with rewards defined in code)."""
@@ -370,17 +377,18 @@ class GRPOTrainer:
         return {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
 
     def train(self, time_limit_s: float | None = None) -> None:
-        """Train up to ``cfg.steps``; with ``time_limit_s``, stop after the step that crosses that many seconds
-        (at least one step runs) and checkpoint it, so a time-boxed run always ends on a resumable checkpoint."""
+        """Train up to ``cfg.steps``; with ``time_limit_s``, a time box: stop when the next step is not expected to
+        end inside it (:func:`next_step_fits`; at least one step runs) and checkpoint the last step, so a
+        time-boxed run ends within its box, give or take one step's variation, on a resumable checkpoint."""
         bar = _progress(self.cfg.steps, "GRPO steps", self.progress, initial=self.step)
-        started = time.monotonic()
+        started, first = time.monotonic(), self.step
         try:
             while self.step < self.cfg.steps:
                 metrics = self.train_step()
                 self.metrics.write(self.step, metrics)
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics.get('reward_mean', 0):.3f}", kl=f"{metrics.get('kl', 0):.4f}")
-                out_of_time = time_limit_s is not None and time.monotonic() - started >= time_limit_s
+                out_of_time = time_limit_s is not None and not next_step_fits(time.monotonic() - started, self.step - first, time_limit_s)
                 if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps or out_of_time:
                     self.save()
                 if out_of_time:

@@ -1,4 +1,5 @@
-"""User simulators by name: ``scripted``, ``llm:MODEL`` (over an OpenAI-compatible endpoint) or ``local:PATH``
+"""User simulators by name: ``scripted``, ``scripted:cooperative`` (states its final wishes up front),
+``llm:MODEL`` (over an OpenAI-compatible endpoint) or ``local:PATH``
 (an LLM user whose model runs in this process, frozen)."""
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
     max_tokens...; value None: the model's default) go with every completion."""
     if spec == "scripted":
         return ScriptedUser()
+    if spec == "scripted:cooperative":
+        return ScriptedUser(cooperative=True)
     from muarl.users.llm import LLMUser
 
     sampling = {k: v for k, v in sampling.items() if v is not None}
@@ -31,4 +34,4 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
 
         policy = local_policy(spec.removeprefix("local:"), max_context=max_context, precision=precision)
         return LLMUser(LocalChatClient(policy), strategy=strategy, name=policy.name, **sampling)
-    raise ValueError(f"unknown user {spec!r}: use scripted, llm:MODEL or local:PATH")
+    raise ValueError(f"unknown user {spec!r}: use scripted, scripted:cooperative, llm:MODEL or local:PATH")

@@ -7,6 +7,12 @@ that the request was done or refused, or the expected answer of a question (move
 says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
 again for details it already gave; after ``patience`` restatements it gives up on that request.
 
+A request with a ``revision`` is a change of mind: the first time the agent asks to confirm it, the user says
+the revision instead of yes, and the revised details hold from then on (its restatements and answers use
+them). The *cooperative* user (``scripted:cooperative``) has made up its mind before it calls: it words every
+such request with the revised details from the start and never changes them. It is the user a cold start's
+demonstrations can be synthesised against, while RL and evaluation face the one that changes its mind.
+
 Phrasing varies with the episode seed, so RL sees more than one wording: the greetings and replies, and each
 request's wording when the task gives ``variants`` of it (drawn from a random stream of their own, so tasks
 without variants are worded exactly as before). A user whose opening already states its email counts as
@@ -64,7 +70,8 @@ def _normalise(text: str) -> str:
 
 
 class ScriptedUserSession(UserSession):
-    def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40, tools: Sequence[ToolSpec] = ()):
+    def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40, tools: Sequence[ToolSpec] = (),
+                 cooperative: bool = False):
         self.task = task
         self.tools = _tool_pattern(tools)
         self.calls = 0
@@ -72,6 +79,9 @@ class ScriptedUserSession(UserSession):
         self.requests: list[UserRequest] = list(task.user.requests)
         wording = random.Random(f"{task.id}/{seed}/wording")
         self.wordings = [wording.choice([r.text, *r.variants]) if r.variants else r.text for r in self.requests]
+        if cooperative:  # the same wording, with the revised details
+            for i in range(len(self.requests)):
+                self._revise(i)
         self.current = 0
         email = task.user.known_info.get("email")
         self.identified = bool(email and self.wordings and email in self.wordings[0])
@@ -147,6 +157,8 @@ class ScriptedUserSession(UserSession):
         if _IDENTITY.search(said) and (not self.identified or not asked):
             return self._identity()
         if _CONFIRM.search(said):
+            if request.revision is not None:
+                return self._change_mind()
             return self._say(_YES)
         if asked_now:
             return self._facts(request, asked_now)
@@ -160,6 +172,20 @@ class ScriptedUserSession(UserSession):
             return self._advance(gave_up=True)
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
         return f"Let me repeat: {self.wordings[self.current]} {details}".strip()
+
+    def _revise(self, i: int) -> None:
+        """Request ``i`` from now on as revised: its wording and details with the new values."""
+        request = self.requests[i]
+        if request.revision is not None:
+            self.wordings[i] = request.model_copy(update={"text": self.wordings[i], "variants": []}).revised().text
+            self.requests[i] = request.revised()
+
+    def _change_mind(self) -> str:
+        revision = self.requests[self.current].revision
+        assert revision is not None
+        self._revise(self.current)
+        self.given = set()  # the revised details are new: being asked for them again is no repeat
+        return self.rng.choice([revision.text, *revision.variants])
 
     def _facts(self, request: UserRequest, keys: list[str]) -> str:
         """The asked details; being asked again for details already given counts against ``patience``, or an
@@ -226,11 +252,14 @@ class ScriptedUser(UserSimulator):
 
     name = "scripted"
 
-    def __init__(self, patience: int = 2, max_turns: int = 40):
+    def __init__(self, patience: int = 2, max_turns: int = 40, cooperative: bool = False):
         self.patience = patience
         self.max_turns = max_turns
+        self.cooperative = cooperative
+        if cooperative:
+            self.name = "scripted:cooperative"
 
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         if task.user.script:
             return ReplayingUserSession(task)
-        return ScriptedUserSession(task, seed, self.patience, self.max_turns, tools)
+        return ScriptedUserSession(task, seed, self.patience, self.max_turns, tools, self.cooperative)

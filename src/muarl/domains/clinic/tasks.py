@@ -253,6 +253,8 @@ def user_instruction(known: dict[str, str], persona: str, intents: list[Intent])
     for i, intent in enumerate(intents, 1):
         details = "; ".join(f"{k}: {v}" for k, v in intent.request.facts.items())
         steps.append(f"{i}. {intent.request.text}" + (f" (details to give only when asked: {details})" if details else ""))
+        if intent.request.revision is not None:
+            steps[-1] += f" The first time the agent asks you to confirm this, change your mind and say: {intent.request.revision.text}"
     return (
         f"{who} You are contacting Riverside Clinic's patient services. {persona}\n"
         "In this order, you want:\n" + "\n".join(steps) + "\n"
