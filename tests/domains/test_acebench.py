@@ -116,6 +116,7 @@ def test_travel_entries_offer_the_travel_tools_under_the_airline_policy(agent_do
         assert set(params["required"]) ^ set(listed[name]["required"]) == ({"payment_method", "payment_methods"} if name == "reserve_flight" else set())
     assert agent_domain.system_prompt(task) == TRAVEL_POLICY
     assert agent_domain.system_prompt(agent_domain.tasks("multi_turn")[0]) == POLICY
+    assert POLICY in agent_domain.system_prompt(None) and TRAVEL_POLICY in agent_domain.system_prompt(None)
 
 
 def test_agent_tool_schemas_are_derived_from_code_and_match_the_entries(agent_domain):

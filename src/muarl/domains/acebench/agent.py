@@ -108,8 +108,10 @@ class AceBenchAgentDomain(Domain):
         return state
 
     def system_prompt(self, task: Task | None = None) -> str:
-        """The policy of the entry's scenario (the phone's without an entry)."""
-        return TRAVEL_POLICY if task is not None and "Travel" in task.metadata["involved_classes"] else self.policy
+        """The policy of the entry's scenario; without an entry (a server offering every tool), both scenarios'."""
+        if task is None:
+            return f"{self.policy}\n\n{TRAVEL_POLICY}"
+        return TRAVEL_POLICY if "Travel" in task.metadata["involved_classes"] else self.policy
 
     def class_view(self, state: State, task: Task) -> list[dict[str, Any]]:
         """The state as ACEBench's checker reads it: the saved attributes of each class the entry involves."""
