@@ -109,7 +109,11 @@ def get_reservation_details(state: State, reservation_id: str | None = None, use
         found = [r for r in state.table("reservations").values() if r["user_id"] == user_id]
     else:
         return {"status": "error", "message": "Please provide a valid reservation ID or user ID"}
-    return [{**r, "flight_info": (_first_flight(state, r["flight_no"]) or (None, None))[1]} for r in found]
+    details = []
+    for reservation in found:
+        flight = _first_flight(state, reservation["flight_no"])
+        details.append({**reservation, "flight_info": flight[1] if flight else None})
+    return details
 
 
 @tool("read")
