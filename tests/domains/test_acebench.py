@@ -138,3 +138,15 @@ def test_agent_entries_start_from_their_own_device_flags(agent_domain):
     state = agent_domain.new_state(offline)
     assert state.get("device", "logged_in") is False
     assert agent_domain.new_state().get("device", "logged_in") is True
+
+
+def test_an_agent_entry_of_a_scenario_muarl_lacks_is_a_clear_error(tmp_path):
+    from muarl.domains.acebench import AceBenchDataError
+    from muarl.domains.acebench.agent import acebench_agent
+
+    (tmp_path / "possible_answer").mkdir()
+    row = {"id": "agent_multi_step_0", "question": "q", "function": [], "initial_config": {}, "involved_classes": ["Finance"]}
+    (tmp_path / "data_agent_multi_step.json").write_text(json.dumps(row) + "\n")
+    (tmp_path / "possible_answer" / "data_agent_multi_step.json").write_text(json.dumps({"id": row["id"], "ground_truth": [], "mile_stone": []}) + "\n")
+    with pytest.raises(AceBenchDataError, match=r"agent_multi_step_0 involves scenario class\(es\) \['Finance'\], which muarl does not have"):
+        acebench_agent(str(tmp_path)).tasks("multi_step")
