@@ -247,6 +247,14 @@ class UserRequest(_Model):
                                        "facts": {**self.facts, **self.revision.facts}, "revision": None})
 
 
+class Absent(_Model):
+    """No user to talk to once the request is made (ACEBench's multi-step entries): whatever the agent writes
+    instead of calling a tool gets ``reply``, until it writes ``end``."""
+
+    reply: str
+    end: str
+
+
 class UserScenario(_Model):
     """What the simulated user knows and wants. ``instruction`` is the natural-language form an LLM user gets."""
 
@@ -256,6 +264,7 @@ class UserScenario(_Model):
     instruction: str
     requests: list[UserRequest] = Field(default_factory=list)  # structured goals for the scripted user
     script: list[str] = Field(default_factory=list)  # a fixed script (BFCL): one message per agent reply, whatever it says
+    absent: Absent | None = None  # the user makes its request and is gone (scripted users only)
 
 
 class Task(_Model):

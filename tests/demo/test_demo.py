@@ -118,3 +118,10 @@ def test_the_command_refuses_a_used_directory_in_one_line(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--out", str(out), "--model", "tiny-random", "--quiet"])
     assert result.exit_code == 2
     assert "already holds a learning demo" in result.output and "Traceback" not in result.output
+
+
+def test_the_base_share_can_be_set_from_the_command_line_below_the_forms(tmp_path):
+    """--eval-tasks below the form's base share is refused in one line that names the flag that fixes it."""
+    refused = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "a"), "--model", "tiny-random", "--eval-tasks", "2", "--quiet"])
+    assert refused.exit_code == 2 and "--base-eval-tasks" in refused.output and "Traceback" not in refused.output
+    assert form_config("quick", out="q", eval_tasks=2, base_eval_tasks=1).base_eval_tasks == 1

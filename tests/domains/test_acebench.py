@@ -14,6 +14,8 @@ from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.reward import make_reward
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.runner import run_many
+from muarl.types import Message
+from muarl.users.base import STOP
 from muarl.users.scripted import ScriptedUser
 from scripted_parties import ScriptAgent, calls
 
@@ -117,6 +119,22 @@ def test_travel_entries_offer_the_travel_tools_under_the_airline_policy(agent_do
     assert agent_domain.system_prompt(task) == TRAVEL_POLICY
     assert agent_domain.system_prompt(agent_domain.tasks("multi_turn")[0]) == POLICY
     assert POLICY in agent_domain.system_prompt(None) and TRAVEL_POLICY in agent_domain.system_prompt(None)
+
+
+def test_multi_step_user_is_absent_as_in_acebench_and_the_oracle_finishes_the_conversation(agent_domain):
+    """ACEBench's multi-step runner answers a message holding no call with its "carry on" line and stops at
+    "finish conversation"; the oracle confirms nothing (nobody is there) and ends with that phrase."""
+    from muarl.domains.acebench.agent import CARRY_ON, FINISH
+
+    task = agent_domain.tasks("multi_step")[0]
+    assert task.user.absent is not None and (task.user.absent.reply, task.user.absent.end) == (CARRY_ON, FINISH)
+    assert all(t.user.absent is None for t in agent_domain.tasks("multi_turn"))
+    talker = ScriptAgent([Message(role="assistant", content="Shall I go ahead?"), Message(role="assistant", content=f"Done. {FINISH}")])
+    ep = asyncio.run(run_episode(agent_domain, task, talker, ScriptedUser(), config=LoopConfig(max_turns=5)))
+    assert [m.content for m in ep.messages if m.role == "user"][1:] == [CARRY_ON, STOP] and ep.termination == "user_stop"
+    oracle = asyncio.run(run_episode(agent_domain, task, OracleAgent(), ScriptedUser(), config=LoopConfig(max_turns=30)))
+    said = [m.content or "" for m in oracle.messages if m.role == "assistant" and not m.tool_calls]
+    assert said and FINISH in said[-1] and not any("confirm" in s.lower() for s in said) and oracle.termination == "user_stop"
 
 
 def test_agent_tool_schemas_are_derived_from_code_and_match_the_entries(agent_domain):

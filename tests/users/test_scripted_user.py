@@ -16,7 +16,7 @@ import asyncio
 
 import pytest
 
-from muarl.types import Message, Revision, Task, UserRequest, UserScenario
+from muarl.types import Absent, Message, Revision, Task, UserRequest, UserScenario
 from muarl.users.base import STOP
 from muarl.users.scripted import ScriptedUser
 
@@ -207,3 +207,14 @@ def test_the_cooperative_user_states_the_revised_details_up_front_and_just_confi
         opening = talk.user().text
         assert "Tuesday at 9:00" in opening and "Monday" not in opening
         assert talk.user("To confirm, I will move it to Tuesday at 9:00. Shall I proceed?").text.startswith(("Yes", "Correct"))
+
+
+def test_an_absent_user_answers_every_message_with_its_line_until_the_end_phrase():
+    task = Task(id="t", domain="acebench-agent", split="multi_step",
+                user=UserScenario(instruction="Order me a pizza.", absent=Absent(reply="Carry on alone.", end="finish conversation")))
+    talk = Talk(task)
+    assert talk.user().text == "Order me a pizza."
+    assert talk.user("Which size would you like? Shall I proceed?").text == "Carry on alone."  # no yes: nobody is there
+    assert talk.user("All done.").text == "Carry on alone."
+    bye = talk.user("The order is placed. finish conversation")
+    assert bye.done == "user_stop" and bye.text == STOP

@@ -17,12 +17,13 @@ from muarl.cli.train import need_training_extras, prepare_threads
 @click.option("--model", help="Base model (default smollm2-135m-instruct; tiny-random for a smoke run).")
 @click.option("--domain", help="World (default clinic-lite).")
 @click.option("--eval-tasks", type=int, help="Held-out test tasks the trained models run.")
+@click.option("--base-eval-tasks", type=int, help="Of those, how many the untrained base model runs (at most --eval-tasks).")
 @click.option("--grpo-minutes", type=float, help="GRPO time box.")
 @click.option("--grpo-steps", type=int, help="GRPO steps at most.")
 @click.option("--seed", type=int, help="Seed of everything (default 0).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | None, eval_tasks: int | None,
-         grpo_minutes: float | None, grpo_steps: int | None, seed: int | None, quiet: bool) -> None:
+         base_eval_tasks: int | None, grpo_minutes: float | None, grpo_steps: int | None, seed: int | None, quiet: bool) -> None:
     """Show the method: cold start, then RL with the user in the loop, scored on held-out tasks."""
     prepare_threads()
     need_training_extras()
@@ -34,7 +35,7 @@ def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | No
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         cfg = form_config("full" if full else "quick", out=out, model=model, domain=domain, eval_tasks=eval_tasks,
-                          grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed)
+                          base_eval_tasks=base_eval_tasks, grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed)
         results = run_demo(cfg, resume=resume, progress=not quiet)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(" ".join(str(exc).split())) from None

@@ -78,7 +78,8 @@ class DemoConfig(YamlConfig):
         if RESERVED_GRPO & set(self.grpo):
             raise ValueError(f"grpo overrides may not set {sorted(RESERVED_GRPO & set(self.grpo))}: the demo sets them")
         if self.base_eval_tasks > self.eval_tasks:
-            raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks})")
+            raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks}): "
+                             "lower it (--base-eval-tasks) or raise eval_tasks")
         return self
 
     @property

@@ -9,7 +9,8 @@ or transfer for medical questions. A user who changes its mind (a request with a
 careful agent would: it confirms what the user asked for first, and when the user revises it, confirms the
 revised write; a user who stated the revised details up front is asked once. For tasks without structured requests (τ-bench's) it runs the gold
 actions in order, confirming each write, and finally tells the required outputs; a gold action the user takes
-on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments. Tasks scored
+on their own device (τ² telecom) it asks the user to do, naming the user's tool and its arguments; with an absent
+user (ACEBench's multi-step) it asks for no confirmation and closes with the task's end phrase. Tasks scored
 on a single response (``metadata["single_response"]``, ACEBench's) get it at once: all gold calls in one
 message, or the required outputs as its text. For tasks whose user follows a fixed script (BFCL) it makes each
 user turn's gold calls and then ends the turn in text.
@@ -45,6 +46,7 @@ class _Plan:
         # a list_* tool whose arguments the user can give (list_doctors(specialty)) reveals the ids to choose from
         self.listers = {t.name: list(t.parameters.get("required", [])) for t in reads if t.name.startswith("list_")}
         self.looked_up: set[str] = set()
+        self.absent = task.user.absent  # no one to confirm with; the end phrase closes the conversation
         self.steps: list[Message | _Confirm] = []
         self.calls = 0
         if task.metadata.get("single_response"):
@@ -57,7 +59,7 @@ class _Plan:
             self._generic(task)
 
     def _call(self, action: Action, request: UserRequest | None = None) -> None:
-        if action.name in self.writes:
+        if action.name in self.writes and self.absent is None:
             first = _as_first_asked(action, request)
             self.steps.append(_say(_confirmation(action)) if first == action else _Confirm(first, action))
         self.calls += 1
@@ -127,7 +129,8 @@ class _Plan:
             else:
                 self._call(action)
         told = "; ".join(task.outputs)
-        self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + ANYTHING_ELSE))
+        close = self.absent.end if self.absent is not None else ANYTHING_ELSE
+        self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + close))
 
 
 def _confirmation(action: Action) -> str:

@@ -29,6 +29,10 @@ with the arguments written after the name as a JSON object (``toggle_data()``,
 ``grant_app_permission({"app_name": "messaging", "permission": "sms"})``), else with the arguments of the task's
 own user action of that name, else with none. It then tells the agent what its tools answered, and otherwise
 behaves as above.
+
+For tasks whose user is absent (``UserScenario.absent``: ACEBench's multi-step entries), it opens with its
+instruction and then answers every text message of the agent with the task's one line (ACEBench's "do not ask
+me, carry on"), until the agent's message holds the task's end phrase ("finish conversation").
 """
 
 from __future__ import annotations
@@ -207,6 +211,22 @@ class ScriptedUserSession(UserSession):
         return prefix + self._say(_THANKS_NEXT, text=self.wordings[self.current])
 
 
+class AbsentUserSession(UserSession):
+    """Opens with the instruction, then says ``task.user.absent.reply`` to anything but the end phrase."""
+
+    def __init__(self, task: Task):
+        self.instruction = task.user.instruction
+        assert task.user.absent is not None
+        self.absent = task.user.absent
+
+    async def reply(self, history: list[Message]) -> UserTurn:
+        if not history or all(m.role != "user" for m in history):
+            return UserTurn(text=self.instruction)
+        if self.absent.end in (history[-1].content or ""):
+            return UserTurn(text=STOP, done="user_stop")
+        return UserTurn(text=self.absent.reply)
+
+
 class ReplayingUserSession(UserSession):
     """Says ``task.user.script`` one message per reply, then stops: the user turns are the data's, not a reaction."""
 
@@ -262,4 +282,6 @@ class ScriptedUser(UserSimulator):
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         if task.user.script:
             return ReplayingUserSession(task)
+        if task.user.absent is not None:
+            return AbsentUserSession(task)
         return ScriptedUserSession(task, seed, self.patience, self.max_turns, tools, self.cooperative)

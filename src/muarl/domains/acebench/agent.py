@@ -1,10 +1,12 @@
 """ACEBench's agent category as the ``acebench-agent`` domain: its phone and travel scenarios, run step by step.
 
 Splits: ``multi_step`` (the agent alone carries out the user's request with the tools, then says
-"finish conversation"; 20 entries, all on the phone) and ``multi_turn`` (a simulated user, told the entry's
-instruction, talks with the agent; 30 entries: 20 on the phone, 10 in the travel scenario). The phone (device,
-messages, reminders, food delivery) is :mod:`.phone`, the airline (flights, users, reservations) :mod:`.travel`;
-every entry's classes are one scenario's, and its system prompt is that scenario's policy.
+"finish conversation"; 20 entries, all on the phone; as in ACEBench's runner, a message holding no call gets the
+line "do not ask me any questions, carry on" back: the task's user is absent) and ``multi_turn`` (a simulated
+user, told the entry's instruction, talks with the agent; 30 entries: 20 on the phone, 10 in the travel
+scenario). The phone (device, messages, reminders, food delivery) is :mod:`.phone`, the airline (flights, users,
+reservations) :mod:`.travel`; every entry's classes are one scenario's, and its system prompt is that scenario's
+policy.
 
 Each entry starts from its own device flags (:meth:`AceBenchAgentDomain.new_state`) and offers the functions
 it lists. It is scored as ACEBench scores it (reward ``acebench``): end to end, the saved attributes of
@@ -27,11 +29,13 @@ from muarl.domains.acebench import AceBenchDataError, _read_lines, acebench_dir
 from muarl.domains.acebench import phone, travel
 from muarl.domains.base import BaseData, Domain, State, ToolRegistry
 from muarl.evals.acebench_checker import AnswerSyntaxError, parse_answer
-from muarl.types import NOT_EXECUTED_OUTPUT, Action, Message, Task, ToolCall, UserScenario
+from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, Task, ToolCall, UserScenario
 
 SPLITS = ("multi_step", "multi_turn")
 CLASS_VIEWS = {**phone.CLASS_VIEWS, **travel.CLASS_VIEWS}  # every scenario class: its saved attributes
 FINISH = "finish conversation"
+# ACEBench's multi-step runner answers a message that holds no call with this line (its execution role)
+CARRY_ON = "Please do not ask me any questions, use the known conditions to solve the problem"
 
 POLICY = f"""You are the assistant of a phone's owner, acting with the phone's tools: the device (Wi-Fi, login), text
 messages, reminders and a food delivery platform. The current time is 2024-06-11 16:00.
@@ -129,7 +133,8 @@ def _tasks(data: Path, split: str) -> list[Task]:
         answer = answers[row["id"]]
         metadata = {"category": category, "functions": [f["name"] for f in row["function"]], "involved_classes": row["involved_classes"],
                     "initial_config": row["initial_config"], "possible_answer": answer["ground_truth"], "milestones": answer["mile_stone"]}
-        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"]),
+        absent = Absent(reply=CARRY_ON, end=FINISH) if split == "multi_step" else None
+        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"], absent=absent),
                           actions=_gold_actions(answer["mile_stone"]), metadata=metadata))
     return tasks
 
