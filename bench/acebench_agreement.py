@@ -10,18 +10,21 @@ export is stubbed, as it needs pandas/openpyxl and writes nothing we read):
     MUARL_SHARED_DATA=../shared/data muarl eval-suite --suite acebench --agent oracle --out /tmp/ace-oracle
     python bench/acebench_agreement.py --upstream /tmp/acebench-upstream --run /tmp/ace-oracle --perturb
 
-Agent entries: the calls each episode executed are run on upstream's own scenario classes, and its checker
-scores their saved attributes (end to end) and the call messages (process). ``--perturb`` adds wrong answers
-derived from each normal entry's possible answer (an argument dropped or changed, an extra or renamed call,
-plain text), so that failures are compared too. Prints per category: entries compared, entries where the
-verdicts differ (with their ids), and upstream's accuracy on the same answers. Note that upstream's checker passes parts of model text to ``eval``: run it
-only on answers you trust, in a scratch directory.
+Agent entries (phone and travel): the calls each episode executed are run on upstream's own scenario classes, and
+its checker scores their saved attributes (end to end) and the call messages (process). ``--perturb`` adds wrong
+answers derived from each normal entry's possible answer (an argument dropped or changed, an extra or renamed call,
+plain text) and from each agent entry's reference calls (the last call dropped, repeated, or with one argument
+changed: another cabin, payment method or count, an altered string), so that failures are compared too. Prints
+per category: entries compared, entries where the verdicts differ (with their ids), and upstream's accuracy on the
+same answers. Note that upstream's checker passes parts of model text to ``eval``: run it only on answers you trust,
+in a scratch directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import os
 import sys
@@ -30,9 +33,9 @@ import types
 from pathlib import Path
 
 from muarl.domains import load_domain
-from muarl.evals.acebench_checker import AnswerSyntaxError, answer_calls, answer_text, check_normal, render_calls
+from muarl.evals.acebench_checker import AnswerSyntaxError, acebench_reward, answer_calls, answer_text, check_normal, render_calls
 from muarl.rollout.store import EPISODES_FILE, latest_per_key, read_episodes
-from muarl.types import Message, ToolCall
+from muarl.types import Message, Task, ToolCall
 
 
 def _upstream(path: Path):  # noqa: ANN202 - the upstream module
@@ -71,16 +74,20 @@ def _saved_attributes(path: Path) -> dict[str, list[str]]:
     return ast.literal_eval(node.value)
 
 
-def _upstream_agent(up, path: Path, category: str, tasks: list, episodes: dict) -> tuple[set[int], float]:
-    """Upstream's verdicts on the agent entries: each episode's executed call messages are run on upstream's own
-    scenario classes, and its checker scores the classes' saved attributes and the messages as the process."""
+_RUNS = itertools.count()  # upstream keeps each run's class instances in module globals, named by its test id
+
+
+def _upstream_agent(up, path: Path, category: str, runs: list[tuple[Task, list[Message], list[str]]]) -> tuple[set[int], float]:
+    """Upstream's verdicts on agent answers, each (entry, the episode's messages, our process steps): the call messages
+    are run on upstream's own scenario classes, and its checker scores the classes' saved attributes and the messages
+    as the process. Returns the indices of the runs it fails, and its mean process accuracy."""
     from model_inference.multi_step.execution_role_step import EXECUTION_STEP  # type: ignore[import-not-found]
 
     saved = _saved_attributes(path)
     results = []
-    for task in tasks:
-        steps = [m for m in episodes[task.id].messages if m.role == "assistant" and m.tool_calls]
-        execution = EXECUTION_STEP("muarl", task.metadata["initial_config"], task.metadata["involved_classes"], f"{task.id}_{id(task)}", "en")
+    for task, messages, process in runs:
+        steps = [m for m in messages if m.role == "assistant" and m.tool_calls]
+        execution = EXECUTION_STEP("muarl", task.metadata["initial_config"], task.metadata["involved_classes"], f"{task.id}_{next(_RUNS)}", "en")
         instances = []
         for message in steps:
             try:
@@ -91,8 +98,8 @@ def _upstream_agent(up, path: Path, category: str, tasks: list, episodes: dict) 
             if instance and instance not in instances:
                 instances.append(instance)
         final = [{name: {k: v for k, v in vars(obj).items() if k in saved[name]}} for inst in instances for name, obj in inst.items()]
-        results.append({"result": json.loads(json.dumps(final)), "process": episodes[task.id].reward.details["steps"]})
-    answers = [{"ground_truth": t.metadata["possible_answer"], "mile_stone": t.metadata["milestones"]} for t in tasks]
+        results.append({"result": json.loads(json.dumps(final)), "process": process})
+    answers = [{"ground_truth": t.metadata["possible_answer"], "mile_stone": t.metadata["milestones"]} for t, _, _ in runs]
     up.captured.clear()
     up.language = "en"
     os.makedirs("score_all/score_en/muarl", exist_ok=True)
@@ -118,12 +125,37 @@ def _perturbed(task) -> list[tuple[str, Message]]:
     return [*messages, ("text", Message(role="assistant", content="I will look into that for you."))]
 
 
+_SWAPS = {"Economy Class": "Business Class", "Business Class": "Economy Class", "bank": "cash", "cash": "bank"}
+
+
+def _changed(value):  # noqa: ANN001, ANN202 - any JSON value
+    """Another value of the same kind: the other cabin or payment method, a count one higher, a string altered."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    return _SWAPS.get(value, f"{value}X") if isinstance(value, str) else None
+
+
+def _perturbed_agent(task: Task) -> list[tuple[str, list[Message]]]:
+    """Wrong call sequences derived from an agent entry's reference calls (one call per message): the last call
+    dropped, repeated, or with one of its arguments changed."""
+    calls = [(a.name, dict(a.kwargs)) for a in task.actions]
+    if not calls:
+        return []
+    name, args = calls[-1]
+    variants = [("dropped", calls[:-1]), ("repeated", [*calls, calls[-1]])]
+    variants += [(f"changed {key}", [*calls[:-1], (name, {**args, key: _changed(value)})]) for key, value in args.items() if _changed(value) is not None]
+    return [(kind, [Message(role="assistant", tool_calls=[ToolCall(id=f"c{i}", name=n, arguments=json.dumps(a))]) for i, (n, a) in enumerate(cs)])
+            for kind, cs in variants]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upstream", required=True, type=Path, help="a copy of the ACEBench repository")
     ap.add_argument("--run", required=True, type=Path, help="an eval-suite output directory (acebench suite)")
     ap.add_argument("--data-dir", help="shared data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
-    ap.add_argument("--perturb", action="store_true", help="also compare on wrong answers derived from each answered entry's possible answer")
+    ap.add_argument("--perturb", action="store_true", help="also compare on wrong answers derived from each answered entry's possible answer or reference calls")
     args = ap.parse_args()
     up = _upstream(args.upstream)
     os.chdir(tempfile.mkdtemp(prefix="acebench-agreement-"))  # upstream writes its process files under the working directory
@@ -134,6 +166,12 @@ def main() -> None:
         total, agree = total + n, agree + n - len(differ)
         print(f"{label:48s} entries {n:4d}  differ {len(differ):3d}  upstream accuracy {upstream_accuracy:.3f}{extra}"
               + (f"  ids {differ[:5]}" if differ else ""))
+
+    def report_agent(label: str, runs: list, rewards: list, labels: list[str]) -> None:
+        failed_at, process = _upstream_agent(up, args.upstream, label.split()[0], runs)
+        differ = [labels[i] for i, r in enumerate(rewards) if r.success == (i in failed_at)]
+        mine = sum(r.details["process_accuracy"] for r in rewards) / len(rewards)
+        report(label, len(runs), differ, 1 - len(failed_at) / len(runs), f"  process: upstream {process:.3f}, ours {mine:.3f}")
 
     for group in ("normal", "special", "agent"):
         domain = load_domain(f"acebench-{group}", args.data_dir)
@@ -146,11 +184,14 @@ def main() -> None:
             tasks = [t for t in domain.tasks(split) if t.id in episodes]
             ours = {t.id: episodes[t.id].reward.success for t in tasks}
             if group == "agent":
-                failed_at, process = _upstream_agent(up, args.upstream, category, tasks, episodes)
-                failed = {tasks[i].id for i in failed_at}
-                mine = sum(episodes[t.id].reward.details["process_accuracy"] for t in tasks) / len(tasks)
-                report(category, len(tasks), [t for t in ours if ours[t] == (t in failed)], 1 - len(failed) / len(tasks),
-                       f"  process: upstream {process:.3f}, ours {mine:.3f}")
+                rewards = [episodes[t.id].reward for t in tasks]
+                runs = [(t, episodes[t.id].messages, r.details["steps"]) for t, r in zip(tasks, rewards)]
+                report_agent(category, runs, rewards, [t.id for t in tasks])
+                if args.perturb:
+                    wrong = [(t, kind, messages) for t in tasks for kind, messages in _perturbed_agent(t)]
+                    rewards = [acebench_reward(domain, t, domain.rerun(t, messages).hash(), messages) for t, _, messages in wrong]
+                    runs = [(t, messages, r.details["steps"]) for (t, _, messages), r in zip(wrong, rewards)]
+                    report_agent(f"{category} (perturbed)", runs, rewards, [f"{t.id} {kind}" for t, kind, _ in wrong])
                 continue
             prompts = [{"id": t.id, "question": t.user.instruction, "function": t.metadata["functions"]} for t in tasks]
             answers = [{"id": t.id, "ground_truth": t.metadata["possible_answer"]} for t in tasks]

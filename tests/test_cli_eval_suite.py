@@ -73,3 +73,21 @@ def test_the_bfcl_suite_runs_each_category_with_room_for_its_calls(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "suite.json").read_text())
     assert [(c["category"], c["status"], c["accuracy"]) for c in report["categories"]] == [(name, "ran", 1.0) for name in BFCL_SUITE]
+
+
+def test_acebench_overall_score_is_given_for_a_full_run_and_withheld_for_a_limited_one(tmp_path, acebench_data):
+    """All 30 agent multi-turn entries (phone and travel) run, so a full run's overall score is ACEBench's weighting of
+    its three groups; a run cut by --limit covers part of the benchmark and gives none."""
+    result = invoke("eval-suite", "--suite", "acebench", "--agent", "oracle", "--out", str(tmp_path / "full"), "--quiet")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "full" / "suite.json").read_text())
+    turn = next(c for c in report["categories"] if c["category"] == "agent_multi_turn")
+    assert (turn["n_units"], turn["accuracy"], turn["incomplete"]) == (30, 0.7, "")
+    ace = report["suites"]["acebench"]
+    assert ace["groups"]["agent"] == pytest.approx((0.7 + 0.5) / 2) and ace["overall_note"] == ""
+    assert ace["overall"] == pytest.approx(0.578 * ace["groups"]["normal"] + 0.2676 * ace["groups"]["special"] + 0.1545 * 0.6)
+    assert "overall (weighted)" in result.output and "not given" not in result.output
+
+    result = invoke("eval-suite", "--suite", "acebench", "--agent", "oracle", "--out", str(tmp_path / "cut"), "--quiet", "--limit", "25")
+    ace = json.loads((tmp_path / "cut" / "suite.json").read_text())["suites"]["acebench"]
+    assert ace["overall"] is None and "normal_single_turn_single_function: the first 25 of 100 tasks" in ace["overall_note"]

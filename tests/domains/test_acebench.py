@@ -79,19 +79,46 @@ def agent_domain():
     return load_or_skip("acebench-agent")
 
 
-# entries whose first milestone path, replayed, does not reach the possible answer (a step such as a login is
-# missing from it, or a message's text differs); ACEBench's own classes and checker agree on every one
-MILESTONE_MISSES = {"multi_step": 10, "multi_turn": 9}
+# per split: entries, travel entries among them, and entries whose first milestone path, replayed, does not reach
+# the possible answer (all on the phone: a step such as a login is missing from it, or a message's text differs);
+# ACEBench's own classes and checker agree on every one
+AGENT_SPLITS = {"multi_step": (20, 0, 10), "multi_turn": (30, 10, 9)}
+
+
+def _is_travel(task) -> bool:
+    return task.metadata["involved_classes"] == ["Travel"]
 
 
 def test_agent_ground_truth_replays_the_milestones_to_the_documented_maximum(agent_domain):
-    for split, misses in MILESTONE_MISSES.items():
+    for split, (n, n_travel, misses) in AGENT_SPLITS.items():
         tasks = agent_domain.tasks(split)
         result = asyncio.run(run_many(agent_domain, tasks, OracleAgent(), ScriptedUser(), config=LoopConfig(parallel_tool_calls=True),
                                       reward_fn=make_reward("acebench"), progress=False))
-        assert len(tasks) == 20 and len(tasks) - result.solved == misses, split
+        assert (len(tasks), sum(map(_is_travel, tasks)), len(tasks) - result.solved) == (n, n_travel, misses), split
         assert all(0 <= e.reward.details["process_accuracy"] <= 1 for e in result.episodes)
+        by_id = {t.id: t for t in tasks}
+        assert all(e.reward.success for e in result.episodes if _is_travel(by_id[e.task_id])), split
     assert agent_domain.base.recompute_digest() == agent_domain.base.digest
+
+
+def test_travel_entries_offer_the_travel_tools_under_the_airline_policy(agent_domain):
+    """Their tools' schemas, derived from our code, agree with the functions the entries list (whose reserve_flight
+    requires "payment_methods", a parameter it does not have: ACEBench's class takes payment_method)."""
+    from muarl.domains.acebench import acebench_dir
+    from muarl.domains.acebench.agent import POLICY, TRAVEL_POLICY
+
+    rows = [json.loads(line) for line in (acebench_dir() / "data_agent_multi_turn.json").read_text().splitlines() if line.strip()]
+    row = next(r for r in rows if "find_transfer_flights" in {f["name"] for f in r["function"]})
+    task = agent_domain.task(row["id"])
+    listed = {f["name"]: f["parameters"] for f in row["function"]}
+    offered = {t.name: t.spec.parameters for t in agent_domain.task_tools(task)}
+    assert set(offered) == set(listed)
+    for name, params in offered.items():
+        assert set(params["properties"]) == set(listed[name]["properties"]), name
+        assert set(params["required"]) ^ set(listed[name]["required"]) == ({"payment_method", "payment_methods"} if name == "reserve_flight" else set())
+    assert agent_domain.system_prompt(task) == TRAVEL_POLICY
+    assert agent_domain.system_prompt(agent_domain.tasks("multi_turn")[0]) == POLICY
+    assert POLICY in agent_domain.system_prompt(None) and TRAVEL_POLICY in agent_domain.system_prompt(None)
 
 
 def test_multi_step_user_is_absent_as_in_acebench_and_the_oracle_finishes_the_conversation(agent_domain):
@@ -129,3 +156,15 @@ def test_agent_entries_start_from_their_own_device_flags(agent_domain):
     state = agent_domain.new_state(offline)
     assert state.get("device", "logged_in") is False
     assert agent_domain.new_state().get("device", "logged_in") is True
+
+
+def test_an_agent_entry_of_a_scenario_muarl_lacks_is_a_clear_error(tmp_path):
+    from muarl.domains.acebench import AceBenchDataError
+    from muarl.domains.acebench.agent import acebench_agent
+
+    (tmp_path / "possible_answer").mkdir()
+    row = {"id": "agent_multi_step_0", "question": "q", "function": [], "initial_config": {}, "involved_classes": ["Finance"]}
+    (tmp_path / "data_agent_multi_step.json").write_text(json.dumps(row) + "\n")
+    (tmp_path / "possible_answer" / "data_agent_multi_step.json").write_text(json.dumps({"id": row["id"], "ground_truth": [], "mile_stone": []}) + "\n")
+    with pytest.raises(AceBenchDataError, match=r"agent_multi_step_0 involves scenario class\(es\) \['Finance'\], which muarl does not have"):
+        acebench_agent(str(tmp_path)).tasks("multi_step")

@@ -112,4 +112,6 @@ def test_process_accuracy_finds_the_milestones_in_order():
     assert process_accuracy(["[a()]", "[x()]", "[b()]"], ["[a()]", "[b()]"]) == 1.0
     assert process_accuracy(["[b()]", "[a()]"], ["[a()]", "[b()]"]) == 0.5
     assert process_accuracy(["[c()]"], [["[a()]"], ["[c()]", "[d()]"]]) == 0.5
+    assert process_accuracy(["[a()]"], ["[a()]", "[b()]", "[c()]"]) == 1 / 3  # one path: not rounded, as in ACEBench
+    assert process_accuracy(["[a()]"], [["[a()]", "[b()]", "[c()]"]]) == 0.333
     assert process_accuracy([], []) == 1.0

@@ -444,8 +444,10 @@ def milestone_text(message: Message) -> str:
 
 
 def process_accuracy(steps: Sequence[str], milestones: Sequence[Any]) -> float:
-    """The share of a milestone path found, in order, among the agent's steps (the best path if several)."""
-    paths = milestones if milestones and isinstance(milestones[0], list) else [milestones]
+    """The share of a milestone path found, in order, among the agent's steps (the best path if several). As in
+    ACEBench, the share is rounded to three places only when the milestones are a list of paths (to pick the best)."""
+    several = bool(milestones) and isinstance(milestones[0], list)
+    paths = milestones if several else [milestones]
     best = 0.0
     for path in paths:
         if not path:
@@ -457,7 +459,7 @@ def process_accuracy(steps: Sequence[str], milestones: Sequence[Any]) -> float:
                 if steps[i - 1].strip() == stone.strip():
                     found += 1
                     break
-        best = max(best, round(found / len(path), 3))
+        best = max(best, round(found / len(path), 3) if several else found / len(path))
     return best
 
 

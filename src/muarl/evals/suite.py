@@ -12,8 +12,8 @@ units: a unit is a task, except in ACEBench's normal multi-turn categories, wher
 steps are tasks, and it counts as solved when all of them are, as ACEBench scores it); *process accuracy*
 is then the mean share of a conversation's steps solved (for agent entries, the reward's own process accuracy).
 ACEBench's overall score weights its groups' unweighted category means as its repository does: normal 0.578,
-special 0.2676, agent 0.1545; it is given only when every category of the three ran and none covers only part of
-the benchmark (``SuiteEntry.incomplete``).
+special 0.2676, agent 0.1545; it is given only when every category of the three ran on all its tasks (a run with
+``--limit`` that cuts a category marks it ``incomplete``, and gives no overall score).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ class SuiteEntry:
     group: str | None = None  # the suite's score group (ACEBench: normal / special / agent)
     process: bool = False  # report process accuracy (a conversation's share of steps, or the reward's process_accuracy)
     user: str | None = None  # a user spec this category always uses, whatever the run's (ACEBench multi-step: scripted)
-    incomplete: str = ""  # why the category covers less than the benchmark's (then no overall score uses it)
 
 
 def _acebench() -> list[SuiteEntry]:
@@ -66,7 +65,7 @@ def _acebench() -> list[SuiteEntry]:
                        **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
     agent = {"reward": "acebench", "parallel_tool_calls": True, "group": "agent", "process": True}
-    rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", incomplete="phone entries only (20 of 30): the travel scenario is not built", **agent),
+    rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
              SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows
 
@@ -106,7 +105,7 @@ class CategoryResult:
     split: str | None
     status: Literal["ran", "skipped"]
     reason: str = ""  # why it was skipped
-    incomplete: str = ""  # see SuiteEntry.incomplete
+    incomplete: str = ""  # set when the run covered only part of the category's tasks (--limit): then no overall score
     group: str | None = None
     unit: str = "task"
     n_tasks: int = 0
@@ -142,9 +141,9 @@ class SuiteReport:
         missing = [g for g in weights if g not in groups]
         if missing:
             return None, f"group(s) {missing} did not run in full"
-        partial = [c.category for c in self.categories if c.suite == suite and c.group in weights and c.incomplete]
+        partial = [c for c in self.categories if c.suite == suite and c.group in weights and c.incomplete]
         if partial:
-            return None, f"{partial} cover(s) only part of the benchmark"
+            return None, f"{len(partial)} category(ies) ran on part of their tasks ({partial[0].category}: {partial[0].incomplete})"
         return sum(w * groups[g] for g, w in weights.items()), ""
 
     def to_json(self) -> dict[str, Any]:
@@ -206,8 +205,7 @@ async def run_suite(
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
-        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group, unit=entry.unit,
-                                incomplete=entry.incomplete)
+        result = CategoryResult(suite, entry.category, entry.domain, entry.split, "skipped", group=entry.group, unit=entry.unit)
         report.categories.append(result)
         if entry.domain not in installed:
             result.reason = f"domain {entry.domain!r} is not installed"
@@ -215,7 +213,10 @@ async def run_suite(
         try:
             domain = load_domain(entry.domain, data_dir)
             result.split = _split(entry, domain)
-            tasks = domain.tasks(result.split)[:limit] if limit else domain.tasks(result.split)
+            every = domain.tasks(result.split)
+            tasks = every[:limit] if limit else every
+            if len(tasks) < len(every):
+                result.incomplete = f"the first {len(tasks)} of {len(every)} tasks"
         except (InputError, FileNotFoundError) as exc:
             result.reason = " ".join(str(exc).split())
             continue
@@ -244,7 +245,7 @@ def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
         rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
-                     str(c.n_errored) if c.status == "ran" else "–", f"skipped: {c.reason}" if c.reason else c.incomplete])
+                     str(c.n_errored) if c.status == "ran" else "–", f"skipped: {c.reason}" if c.reason else ""])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
             rows.append([f"{group} (mean)", "", _pct(value), "", "", "", ""])

@@ -1,11 +1,12 @@
-"""ACEBench's agent category as the ``acebench-agent`` domain: the phone scenario, run step by step.
+"""ACEBench's agent category as the ``acebench-agent`` domain: its phone and travel scenarios, run step by step.
 
 Splits: ``multi_step`` (the agent alone carries out the user's request with the tools, then says
-"finish conversation"; as in ACEBench's runner, a message holding no call gets the line "do not ask me any
-questions, carry on" back: the task's user is absent) and ``multi_turn`` (a simulated user, told the entry's instruction, talks with the
-agent). Only entries whose scenario classes are all the phone's (device, messages, reminders, food delivery)
-are included: the travel scenario (10 of the 30 multi-turn entries) is not built yet, so ``multi_turn`` is
-20 entries, not ACEBench's 30.
+"finish conversation"; 20 entries, all on the phone; as in ACEBench's runner, a message holding no call gets the
+line "do not ask me any questions, carry on" back: the task's user is absent) and ``multi_turn`` (a simulated
+user, told the entry's instruction, talks with the agent; 30 entries: 20 on the phone, 10 in the travel
+scenario). The phone (device, messages, reminders, food delivery) is :mod:`.phone`, the airline (flights, users,
+reservations) :mod:`.travel`; every entry's classes are one scenario's, and its system prompt is that scenario's
+policy.
 
 Each entry starts from its own device flags (:meth:`AceBenchAgentDomain.new_state`) and offers the functions
 it lists. It is scored as ACEBench scores it (reward ``acebench``): end to end, the saved attributes of
@@ -24,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muarl.domains.acebench import _read_lines, acebench_dir
-from muarl.domains.acebench import phone
-from muarl.domains.base import Domain, State, ToolRegistry
+from muarl.domains.acebench import AceBenchDataError, _read_lines, acebench_dir
+from muarl.domains.acebench import phone, travel
+from muarl.domains.base import BaseData, Domain, State, ToolRegistry
 from muarl.evals.acebench_checker import AnswerSyntaxError, parse_answer
 from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, Task, ToolCall, UserScenario
 
 SPLITS = ("multi_step", "multi_turn")
-PHONE_CLASSES = {"BaseApi", "MessageApi", "ReminderApi", "FoodPlatform"}
+CLASS_VIEWS = {**phone.CLASS_VIEWS, **travel.CLASS_VIEWS}  # every scenario class: its saved attributes
 FINISH = "finish conversation"
 # ACEBench's multi-step runner answers a message that holds no call with this line (its execution role)
 CARRY_ON = "Please do not ask me any questions, use the known conditions to solve the problem"
@@ -42,6 +43,18 @@ Carry out what the user asks step by step with the tools, deciding each step fro
 call one tool at a time. Use only information the user or the tools gave you. A message cannot be viewed or sent
 before the device is logged in, and nothing can be sent or ordered without Wi-Fi. Orders need the user's platform
 account logged in with login_food_platform. When the task is complete, say "{FINISH}"."""
+
+TRAVEL_POLICY = f"""You are an airline's agent, acting with its reservation tools: flights, user accounts and reservations. The
+current time is 2024-07-15 08:00.
+Carry out what the user asks step by step with the tools, deciding each step from the results of the previous ones;
+call one tool at a time (several calls of the same tool together are allowed, such as booking both legs of a trip). Use
+only information the user or the tools gave you. Before booking or changing a reservation, get the user's ID and password,
+find the flights that fit (find_transfer_flights, with the layover city, when no direct flight does), and get a clear yes
+to the details. A round trip is two bookings. Cabins are "Economy Class" and "Business Class"; payment is "cash" or "bank",
+as the user says. Free checked bags: regular members 1 in economy and 2 in business, silver 2 and 3, gold 3 in either;
+each further bag costs 50 yuan. A flight can be changed only for one with the same origin and destination; a cabin change
+pays or refunds the price difference; bags can be added, not removed. To cancel, get the user ID, the reservation ID and
+the reason. When the task is complete, say "{FINISH}"."""
 
 
 def _gold_actions(milestones: list[Any]) -> list[Action]:
@@ -59,7 +72,7 @@ def _gold_actions(milestones: list[Any]) -> list[Action]:
 
 @dataclass
 class AceBenchAgentDomain(Domain):
-    """The phone scenario's tools; each task offers the functions its entry lists, from its own starting state."""
+    """The phone and travel scenarios' tools; each task offers the functions its entry lists, from its own starting state."""
 
     _task_tools: dict[str, ToolRegistry] = field(default_factory=dict, repr=False)
 
@@ -98,8 +111,15 @@ class AceBenchAgentDomain(Domain):
                     continue
         return state
 
+    def system_prompt(self, task: Task | None = None) -> str:
+        """The policy of the entry's scenario; without an entry (a server offering every tool), both scenarios'."""
+        if task is None:
+            return f"{self.policy}\n\n{TRAVEL_POLICY}"
+        return TRAVEL_POLICY if "Travel" in task.metadata["involved_classes"] else self.policy
+
     def class_view(self, state: State, task: Task) -> list[dict[str, Any]]:
-        return phone.class_view(state, task.metadata["involved_classes"])
+        """The state as ACEBench's checker reads it: the saved attributes of each class the entry involves."""
+        return [{name: CLASS_VIEWS[name](state)} for name in task.metadata["involved_classes"]]
 
 
 def _tasks(data: Path, split: str) -> list[Task]:
@@ -107,8 +127,9 @@ def _tasks(data: Path, split: str) -> list[Task]:
     answers = {a["id"]: a for a in _read_lines(data / "possible_answer" / f"data_{category}.json")}
     tasks = []
     for row in _read_lines(data / f"data_{category}.json"):
-        if not set(row["involved_classes"]) <= PHONE_CLASSES:
-            continue
+        unknown = sorted(set(row["involved_classes"]) - set(CLASS_VIEWS))
+        if unknown:
+            raise AceBenchDataError(f"{row['id']} involves scenario class(es) {unknown}, which muarl does not have; it has {sorted(CLASS_VIEWS)}")
         answer = answers[row["id"]]
         metadata = {"category": category, "functions": [f["name"] for f in row["function"]], "involved_classes": row["involved_classes"],
                     "initial_config": row["initial_config"], "possible_answer": answer["ground_truth"], "milestones": answer["mile_stone"]}
@@ -123,6 +144,7 @@ def acebench_agent(data_dir: str | os.PathLike[str] | None = None, **options: An
         raise TypeError(f"domain acebench-agent takes no options, got {sorted(options)}")
     data = acebench_dir(data_dir)
     return AceBenchAgentDomain(
-        name="acebench-agent", base=phone.seed(), tools=phone.tools(), policy=POLICY, task_loader=lambda split: _tasks(data, split),
-        splits=SPLITS, description="ACEBench agent category, phone scenario (end-to-end and process accuracy)",
+        name="acebench-agent", base=BaseData({**phone.tables(), **travel.tables()}), tools=ToolRegistry([*phone.tools(), *travel.tools()]),
+        policy=POLICY, task_loader=lambda split: _tasks(data, split), splits=SPLITS,
+        description="ACEBench agent category, phone and travel scenarios (end-to-end and process accuracy)",
     )

@@ -11,22 +11,23 @@ is a set of copy-on-write tables (:class:`muarl.domains.base.State`):
 * ``food_users`` (name -> account), ``merchants``, ``food_logins`` (``users``: names logged in, in order),
   ``orders`` (``"0"``, ``"1"``...: orders in the order they were placed).
 
-:func:`class_view` gives the state as ACEBench's checker sees it: each scenario class's saved attributes.
+:data:`CLASS_VIEWS` gives the state as ACEBench's checker sees it: each scenario class's saved attributes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypedDict
 
 from muarl.domains.acebench import phone_data
-from muarl.domains.base import BaseData, State, ToolError, ToolRegistry, tool
+from muarl.domains.base import State, ToolError, ToolRegistry, tool
 
 Result = dict[str, Any]
 
 
-def seed() -> BaseData:
-    return BaseData({
+def tables() -> dict[str, dict[str, Any]]:
+    return {
         "device": {"wifi": False, "logged_in": True},
         "contacts": phone_data.CONTACTS,
         "inbox": phone_data.INBOX,
@@ -36,7 +37,7 @@ def seed() -> BaseData:
         "merchants": phone_data.MERCHANTS,
         "food_logins": {"users": []},
         "orders": {},
-    })
+    }
 
 
 def start(state: State, config: dict[str, Any]) -> None:
@@ -318,13 +319,10 @@ def tools() -> ToolRegistry:
     ])
 
 
-def class_view(state: State, classes: list[str]) -> list[dict[str, Any]]:
-    """The state as ACEBench's checker reads it: per scenario class, the attributes it saves."""
-    views = {
-        "BaseApi": lambda: {"wifi": state.get("device", "wifi"), "logged_in": state.get("device", "logged_in")},
-        "MessageApi": lambda: {"inbox": dict(state.table("inbox"))},
-        "ReminderApi": lambda: {"reminder_list": dict(state.table("reminders"))},
-        "FoodPlatform": lambda: {"users": dict(state.table("food_users")), "logged_in_users": list(state.get("food_logins", "users")),
-                                 "orders": list(state.table("orders").values())},
-    }
-    return [{name: views[name]()} for name in classes if name in views]
+CLASS_VIEWS: dict[str, Callable[[State], dict[str, Any]]] = {
+    "BaseApi": lambda state: {"wifi": state.get("device", "wifi"), "logged_in": state.get("device", "logged_in")},
+    "MessageApi": lambda state: {"inbox": dict(state.table("inbox"))},
+    "ReminderApi": lambda state: {"reminder_list": dict(state.table("reminders"))},
+    "FoodPlatform": lambda state: {"users": dict(state.table("food_users")), "logged_in_users": list(state.get("food_logins", "users")),
+                                   "orders": list(state.table("orders").values())},
+}
