@@ -125,3 +125,18 @@ def test_the_base_share_can_be_set_from_the_command_line_below_the_forms(tmp_pat
     refused = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "a"), "--model", "tiny-random", "--eval-tasks", "2", "--quiet"])
     assert refused.exit_code == 2 and "--base-eval-tasks" in refused.output and "Traceback" not in refused.output
     assert form_config("quick", out="q", eval_tasks=2, base_eval_tasks=1).base_eval_tasks == 1
+
+
+def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_path):
+    """The control is matched to GRPO's minutes, so a GRPO stage stopped and resumed must report the steps it ran
+    before as well, not only the wall time of its last attempt."""
+    cfg = pilot_config(tmp_path / "demo", grpo_steps=1)
+    ids = [t.id for t in stages._pool(cfg, "train")[:4]]
+    first = stages.stage_grpo(cfg, tmp_path / "grpo", "tiny-random", ids, progress=False)
+    step_one = json.loads((tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
+    before = (step_one["rollout_seconds"] + step_one["update_seconds"]) / 60
+    assert first["steps"] == 1 and first["resumed_after_minutes"] is None and first["minutes"] >= before
+    resumed = stages.stage_grpo(cfg.model_copy(update={"grpo_steps": 2}), tmp_path / "grpo", "tiny-random", ids, progress=False)
+    assert resumed["steps"] == 2 and resumed["resumed_after_minutes"] == pytest.approx(before)
+    step_two = json.loads((tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()[1])
+    assert resumed["minutes"] >= before + (step_two["rollout_seconds"] + step_two["update_seconds"]) / 60

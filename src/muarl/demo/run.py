@@ -37,7 +37,8 @@ FREE_ON_RESUME = {"grpo_minutes", "grpo_steps"}  # budgets a resumed run may cha
 
 
 def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
-    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes."""
+    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes (unless the stage
+    reports its own)."""
     marker = out / name / STAGE_FILE
     if marker.exists():
         log.info("stage %s: done before, skipped", name)
@@ -46,7 +47,7 @@ def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dic
     (out / name).mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     result = fn(out / name)
-    result["minutes"] = (time.monotonic() - t0) / 60
+    result.setdefault("minutes", (time.monotonic() - t0) / 60)  # a resumable stage (GRPO) counts its earlier attempts itself
     atomic_write_text(marker, json.dumps(result, indent=1) + "\n")
     log.info("stage %s: %.1f min", name, result["minutes"])
     return result

@@ -13,6 +13,7 @@ import functools
 import json
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,21 +208,27 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     from muarl.train.plot import read_metrics
     from muarl.train.trainer import GRPOTrainer
 
+    started = time.monotonic()
     trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids), progress=progress)
     try:
         trainer.start(resume=True)  # fresh when there is no checkpoint yet
-        spent = sum(r.get("rollout_seconds", 0) + r.get("update_seconds", 0) for r in read_metrics(stage)) if (stage / "metrics.jsonl").exists() else 0.0
+        spent = _step_seconds(read_metrics(stage)) if (stage / "metrics.jsonl").exists() else 0.0
         if trainer.step < trainer.cfg.steps:
             trainer.train(time_limit_s=max(0.0, 60 * cfg.grpo_minutes - spent))
     finally:
         trainer.close()
     rows = read_metrics(stage)
+    # GRPO's minutes, which the control is matched to: every step's rollouts and updates, in this attempt and any
+    # interrupted one before it (its checkpointed steps), plus this attempt's loading, saving and plotting
+    wall = time.monotonic() - started
+    minutes = (wall + spent) / 60
     ckpt = latest_checkpoint(stage)
     if ckpt is None:
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
     groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {
-        "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes,
+        "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
+        "resumed_after_minutes": spent / 60 if spent else None,
         "group_size": trainer.cfg.group_size,
         "episodes": sum(int(r.get("episodes", 0)) for r in rows),
         "groups_with_signal": round(sum(r.get("groups", 0) * (1 - r.get("uniform_ratio", 0)) for r in rows)),
@@ -233,6 +240,10 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         "update_minutes": sum(r.get("update_seconds", 0) for r in rows) / 60,
         "figure": str(stage / "training_dynamics.png") if (stage / "training_dynamics.png").exists() else None,
     }
+
+
+def _step_seconds(rows: list[dict[str, Any]]) -> float:
+    return sum(r.get("rollout_seconds", 0) + r.get("update_seconds", 0) for r in rows)
 
 
 def _mean(values: list[float | None]) -> float | None:
