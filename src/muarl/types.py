@@ -265,6 +265,7 @@ class UserScenario(_Model):
     requests: list[UserRequest] = Field(default_factory=list)  # structured goals for the scripted user
     script: list[str] = Field(default_factory=list)  # a fixed script (BFCL): one message per agent reply, whatever it says
     absent: Absent | None = None  # the user makes its request and is gone (scripted users only)
+    rules: list[str] = Field(default_factory=list)  # how this world's users behave beyond the general rules (LLM users' prompt)
 
 
 class Task(_Model):

@@ -129,6 +129,9 @@ def test_multi_step_user_is_absent_as_in_acebench_and_the_oracle_finishes_the_co
     task = agent_domain.tasks("multi_step")[0]
     assert task.user.absent is not None and (task.user.absent.reply, task.user.absent.end) == (CARRY_ON, FINISH)
     assert all(t.user.absent is None for t in agent_domain.tasks("multi_turn"))
+    assert not task.user.rules  # nobody there to follow them
+    travel = [t for t in agent_domain.tasks("multi_turn") if "Travel" in t.metadata["involved_classes"]]
+    assert travel and all(any("round-trip" in r for r in t.user.rules) for t in travel)  # ACEBench's travel user rule
     talker = ScriptAgent([Message(role="assistant", content="Shall I go ahead?"), Message(role="assistant", content=f"Done. {FINISH}")])
     ep = asyncio.run(run_episode(agent_domain, task, talker, ScriptedUser(), config=LoopConfig(max_turns=5)))
     assert [m.content for m in ep.messages if m.role == "user"][1:] == [CARRY_ON, STOP] and ep.termination == "user_stop"

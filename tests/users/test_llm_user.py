@@ -26,8 +26,8 @@ def clinic():
     return load_domain("clinic")
 
 
-def episode(clinic, policy, agent):
-    task = clinic.tasks("test")[0]
+def episode(clinic, policy, agent, task=None):
+    task = task or clinic.tasks("test")[0]
 
     async def go():
         with LoopbackServer(policy) as server:
@@ -62,6 +62,21 @@ def test_prompt_roles_and_stop(clinic):
         ("assistant", "Hi, I need to move an appointment."), ("user", "Hello! Your email?"),
         ("assistant", "It's ann@example.com."), ("user", "Found you. Anything else?"),
     ]
+
+
+def test_a_tasks_own_rules_join_the_users_prompt(clinic):
+    """A world whose users behave in a way of their own (ACEBench's: a round trip said up front) gives it as rules."""
+    requests = []
+
+    def policy(request):
+        requests.append(request)
+        return {"content": STOP}
+
+    base = clinic.tasks("test")[0]
+    task = base.model_copy(update={"user": base.user.model_copy(update={"rules": ["Say you want a round trip first."]})})
+    episode(clinic, policy, ScriptAgent([say("Hello!")]), task)
+    system = requests[0]["messages"][0]["content"]
+    assert system.endswith("- Say you want a round trip first.") and task.user.instruction in system
 
 
 def test_transfer_token(clinic):

@@ -2,8 +2,8 @@
 
 The model gets the task's hidden instruction as its system prompt and the conversation with the roles
 flipped (the agent's messages become ``user`` turns, its own earlier lines ``assistant`` turns). It must
-speak one line at a time, reveal only what is asked, invent nothing, and end with ``###STOP###`` when its
-goal is met (``###TRANSFER###`` when handed to a human, ``###OUT-OF-SCOPE###`` when the instruction does
+speak one line at a time, reveal only what is asked, invent nothing (and follow the task's own ``rules``, such as
+a benchmark's), and end with ``###STOP###`` when its goal is met (``###TRANSFER###`` when handed to a human, ``###OUT-OF-SCOPE###`` when the instruction does
 not cover what it is asked). A failing server surfaces as :class:`UserError` and an errored episode.
 
 In a dual-control world the session gets the user's own tools (τ² telecom's phone) and offers them to the model
@@ -111,6 +111,7 @@ class LLMUserSession(UserSession):
         self.requests = 0
         self.instruction = task.user.instruction
         prompt = SYSTEM_PROMPT.format(instruction=task.user.instruction, stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+        prompt += "".join(f"\n- {rule}" for rule in task.user.rules)
         if self.tools:
             prompt += TOOLS_SUFFIX
         if simulator.strategy == "react":

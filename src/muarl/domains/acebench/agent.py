@@ -122,6 +122,18 @@ class AceBenchAgentDomain(Domain):
         return [{name: CLASS_VIEWS[name](state)} for name in task.metadata["involved_classes"]]
 
 
+# What ACEBench's multi-turn user is told beyond "one line at a time, reveal only what the step needs, invent
+# nothing" (its user prompts, per scenario), in our words, for an LLM user
+USER_RULES = {
+    "phone": ["Give every detail the current step needs when you ask for it (a reminder: its title, description and time).",
+              "When asked whether you need anything else, check that every task above is done; if one is not, ask for it.",
+              "A name in your situation is that person's full name.",
+              "Do not offer the agent help; answer its questions as your situation says."],
+    "travel": ["If your situation asks for a round trip, say that you want to book a round-trip flight in your first message.",
+               "When asked to confirm something, confirm it only if it matches your situation."],
+}
+
+
 def _tasks(data: Path, split: str) -> list[Task]:
     category = f"agent_{split}"
     answers = {a["id"]: a for a in _read_lines(data / "possible_answer" / f"data_{category}.json")}
@@ -134,7 +146,9 @@ def _tasks(data: Path, split: str) -> list[Task]:
         metadata = {"category": category, "functions": [f["name"] for f in row["function"]], "involved_classes": row["involved_classes"],
                     "initial_config": row["initial_config"], "possible_answer": answer["ground_truth"], "milestones": answer["mile_stone"]}
         absent = Absent(reply=CARRY_ON, end=FINISH) if split == "multi_step" else None
-        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=UserScenario(instruction=row["question"], absent=absent),
+        rules = [] if absent else USER_RULES["travel" if "Travel" in row["involved_classes"] else "phone"]
+        user = UserScenario(instruction=row["question"], absent=absent, rules=rules)
+        tasks.append(Task(id=row["id"], domain="acebench-agent", split=split, user=user,
                           actions=_gold_actions(answer["mile_stone"]), metadata=metadata))
     return tasks
 
