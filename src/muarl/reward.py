@@ -34,7 +34,7 @@ def said_to_user(messages: Sequence[Message]) -> list[str]:
 
 def outcome_reward(domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int = 0) -> RewardInfo:
     own = domain.verdict(task, final_hash, messages)
-    if own is not None:  # a benchmark with its own checks (BFCL): they are its outcome
+    if own is not None:  # a benchmark with its own checks (BFCL, ACEBench): they are its outcome
         return own
     gold_hash = domain.gold_hash(task)
     said = [normalise_output(t) for t in said_to_user(messages)]
@@ -66,18 +66,10 @@ def _tau2(**options: str | float | None) -> RewardFn:
     return tau2_reward(**options)  # type: ignore[arg-type]
 
 
-def _acebench() -> RewardFn:
-    """ACEBench's checker on the agent's answer; see :mod:`muarl.evals.acebench_checker`."""
-    from muarl.evals.acebench_checker import acebench_reward
-
-    return acebench_reward
-
-
 REWARDS: dict[str, Callable[..., RewardFn]] = {
     "outcome": lambda: outcome_reward,
     "turn_penalised": turn_penalised,
     "tau2": _tau2,
-    "acebench": _acebench,
 }
 
 

@@ -37,7 +37,7 @@ def special():
 
 def _solved(domain, agent, split):
     tasks = domain.tasks(split)
-    result = asyncio.run(run_many(domain, tasks, agent, ScriptedUser(), config=ONE_RESPONSE, reward_fn=make_reward("acebench"), progress=False))
+    result = asyncio.run(run_many(domain, tasks, agent, ScriptedUser(), config=ONE_RESPONSE, reward_fn=make_reward(), progress=False))
     return len(tasks), result.solved
 
 
@@ -60,7 +60,7 @@ def test_each_entry_offers_its_own_functions_and_its_first_answer_counts(normal)
     assert name in offered and offered.names() == [f["name"] for f in task.metadata["functions"]]
     assert normal.task_tools(normal.tasks("atom_enum")[1]).names() != offered.names()
     agent = ScriptAgent([calls(("no_such_api", "{}")), calls((name, json.dumps(args)))])
-    ep = asyncio.run(run_episode(normal, task, agent, ScriptedUser(), config=LoopConfig(max_turns=3), reward_fn=make_reward("acebench")))
+    ep = asyncio.run(run_episode(normal, task, agent, ScriptedUser(), config=LoopConfig(max_turns=3), reward_fn=make_reward()))
     assert [t.name for t in agent.tools] == offered.names()
     assert ep.tool_executions[0].error_kind == "unknown_tool" and ep.tool_executions[1].error is None
     assert ep.termination == "terminal_tool"
@@ -93,7 +93,7 @@ def test_agent_ground_truth_replays_the_milestones_to_the_documented_maximum(age
     for split, (n, n_travel, misses) in AGENT_SPLITS.items():
         tasks = agent_domain.tasks(split)
         result = asyncio.run(run_many(agent_domain, tasks, OracleAgent(), ScriptedUser(), config=LoopConfig(parallel_tool_calls=True),
-                                      reward_fn=make_reward("acebench"), progress=False))
+                                      reward_fn=make_reward(), progress=False))
         assert (len(tasks), sum(map(_is_travel, tasks)), len(tasks) - result.solved) == (n, n_travel, misses), split
         assert all(0 <= e.reward.details["process_accuracy"] <= 1 for e in result.episodes)
         by_id = {t.id: t for t in tasks}

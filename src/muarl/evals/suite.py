@@ -60,11 +60,11 @@ class SuiteEntry:
 def _acebench() -> list[SuiteEntry]:
     from muarl.domains.acebench import NORMAL_SPLITS, SPECIAL_SPLITS  # names only: no data is read
 
-    one = {"reward": "acebench", "max_turns": 1, "parallel_tool_calls": True}
+    one = {"max_turns": 1, "parallel_tool_calls": True}  # scored by the domains' own verdict (ACEBench's checker)
     rows = [SuiteEntry(f"normal_{s}", "acebench-normal", s, group="normal", **one,
                        **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
-    agent = {"reward": "acebench", "parallel_tool_calls": True, "group": "agent", "process": True}
+    agent = {"parallel_tool_calls": True, "group": "agent", "process": True}
     rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
              SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows

@@ -9,8 +9,8 @@ Two domains, registered in :data:`muarl.domains.DOMAINS`, whose splits are ACEBe
 Each entry is one task with its own functions (:meth:`AceBenchDomain.task_tools`): the user says the
 conversation so far, and the agent's first message is the answer, as in ACEBench, where the model writes one
 response per entry. The functions are never really run (ACEBench has no implementation of them): a call is
-acknowledged and ends the episode. Score with the ``acebench`` reward
-(:func:`muarl.evals.acebench_checker.acebench_reward`); a ``normal_multi_turn`` entry is one step of a
+acknowledged and ends the episode. The domain's verdict is ACEBench's checker
+(:func:`muarl.evals.acebench_checker.acebench_reward`), so the default ``outcome`` reward scores as ACEBench does; a ``normal_multi_turn`` entry is one step of a
 conversation, and ACEBench's figure for those categories counts a conversation as solved when all its
 steps are (``Task.metadata["conversation"]`` groups them, :mod:`muarl.evals.suite` does the counting).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,8 @@ from typing import Any
 from muarl.domains.base import BaseData, Domain, State, Tool, ToolRegistry
 from muarl.domains.tau.loader import TauDataError, shared_data_dir
 from muarl.errors import InputError
-from muarl.types import Action, Task, ToolSpec, UserScenario
+from muarl.evals.acebench_checker import acebench_reward
+from muarl.types import Action, Message, RewardInfo, Task, ToolSpec, UserScenario
 
 NORMAL_SPLITS = (
     "single_turn_single_function", "single_turn_parallel_function", "multi_turn_user_adjust", "multi_turn_user_switch",
@@ -146,6 +147,10 @@ class AceBenchDomain(Domain):
 
     def gold_hash(self, task: Task) -> str:
         return self.new_state().hash()  # nothing is written: every episode ends in the seed state
+
+    def verdict(self, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo:
+        """ACEBench's checker on the agent's answer: the default ``outcome`` reward scores these domains as ACEBench does."""
+        return acebench_reward(self, task, final_hash, messages)
 
 
 def _tasks(data: Path, group: str, split: str) -> list[Task]:

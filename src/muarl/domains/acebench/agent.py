@@ -9,7 +9,7 @@ reservations) :mod:`.travel`; every entry's classes are one scenario's, and its 
 policy.
 
 Each entry starts from its own device flags (:meth:`AceBenchAgentDomain.new_state`) and offers the functions
-it lists. It is scored as ACEBench scores it (reward ``acebench``): end to end, the saved attributes of
+it lists. It is scored as ACEBench scores it (its verdict, which the default ``outcome`` reward uses): end to end, the saved attributes of
 each involved class must equal the possible answer (:func:`muarl.evals.acebench_checker.check_agent`);
 *process* accuracy is the share of the entry's milestone calls found, in order, among the agent's call
 messages. The ground-truth policy replays the first milestone path; a milestone written in a syntax that
@@ -28,8 +28,8 @@ from typing import Any
 from muarl.domains.acebench import AceBenchDataError, _read_lines, acebench_dir
 from muarl.domains.acebench import phone, travel
 from muarl.domains.base import BaseData, Domain, State, ToolRegistry
-from muarl.evals.acebench_checker import AnswerSyntaxError, parse_answer
-from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, Task, ToolCall, UserScenario
+from muarl.evals.acebench_checker import AnswerSyntaxError, acebench_reward, parse_answer
+from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, RewardInfo, Task, ToolCall, UserScenario
 
 SPLITS = ("multi_step", "multi_turn")
 CLASS_VIEWS = {**phone.CLASS_VIEWS, **travel.CLASS_VIEWS}  # every scenario class: its saved attributes
@@ -84,11 +84,15 @@ class AceBenchAgentDomain(Domain):
 
     def gold_hash(self, task: Task) -> str:
         """The state the gold calls reach from the task's start (refusals change nothing, as in ACEBench); for the
-        ``outcome`` reward. ACEBench's own score is the ``acebench`` reward."""
+        record; the score is ACEBench's own (:meth:`verdict`)."""
         if task.id not in self._gold_hashes:
             self._gold_hashes[task.id] = self.rerun(task, [Message(role="assistant", tool_calls=[
                 ToolCall(id=str(i), name=a.name, arguments=json.dumps(a.kwargs)) for i, a in enumerate(task.actions)])]).hash()
         return self._gold_hashes[task.id]
+
+    def verdict(self, task: Task, final_hash: str, messages: Sequence[Message]) -> RewardInfo:
+        """ACEBench's end-to-end check and process accuracy: the default ``outcome`` reward scores as ACEBench does."""
+        return acebench_reward(self, task, final_hash, messages)
 
     def task_tools(self, task: Task) -> ToolRegistry:
         if task.id not in self._task_tools:
