@@ -152,12 +152,10 @@ def answer_calls(answer: Message, squeeze: bool = True) -> list[Call]:
     if answer.tool_calls:
         calls = []
         for tc in answer.tool_calls:
-            try:
-                args = json.loads(tc.arguments) if tc.arguments.strip() else {}
-            except ValueError:
-                raise AnswerSyntaxError(f"arguments of {tc.name} are not JSON") from None
-            if not isinstance(args, dict):
-                raise AnswerSyntaxError(f"arguments of {tc.name} are not an object")
+            try:  # the episode loop's own parser: NaN, lone surrogates and absurd nesting are refused, not crashed on
+                args = tc.parsed_arguments()
+            except ValueError as exc:
+                raise AnswerSyntaxError(f"arguments of {tc.name}: {exc}") from None
             calls.append({keep(tc.name): keep(args)})
         return calls
     return parse_answer(answer.content or "", squeeze)
@@ -435,10 +433,9 @@ def milestone_text(message: Message) -> str:
     parts = []
     for tc in message.tool_calls or []:
         try:
-            args = json.loads(tc.arguments) if tc.arguments.strip() else {}
-        except ValueError:
+            args = tc.parsed_arguments()
+        except ValueError:  # the loop refused these arguments: the step shows the call without them
             args = {}
-        args = args if isinstance(args, dict) else {}
         parts.append(f"{tc.name}(" + ", ".join(f"{k}={_literal_text(v)}" for k, v in args.items()) + ")")
     return "[" + ", ".join(parts) + "]"
 
