@@ -91,3 +91,29 @@ def test_acebench_overall_score_is_given_for_a_full_run_and_withheld_for_a_limit
     result = invoke("eval-suite", "--suite", "acebench", "--agent", "oracle", "--out", str(tmp_path / "cut"), "--quiet", "--limit", "25")
     ace = json.loads((tmp_path / "cut" / "suite.json").read_text())["suites"]["acebench"]
     assert ace["overall"] is None and "normal_single_turn_single_function: the first 25 of 100 tasks" in ace["overall_note"]
+
+
+def test_acebench_agent_multi_turn_talks_with_an_llm_user_over_http(tmp_path, acebench_data):
+    """The multi-turn agent entries with an LLM user (a loopback OpenAI-compatible server plays it): the user model
+    gets the entry's instruction and ACEBench's rules for its scenario, and the category is scored as usual."""
+    from muarl.domains import load_domain
+    from muarl.models.loopback_server import LoopbackServer
+    from muarl.users.base import STOP
+
+    seen = []
+
+    def user_model(request):
+        seen.append(request)
+        return {"content": "Please help me with my request." if len(request["messages"]) <= 2 else STOP}
+
+    with LoopbackServer(user_model) as server:
+        result = invoke("eval-suite", "--suite", "acebench", "--category", "agent_multi_turn", "--agent", "oracle",
+                        "--user", "llm:user-model", "--user-base-url", server.base_url, "--limit", "2", "--concurrency", "1",
+                        "--out", str(tmp_path / "u"), "--quiet")
+    assert result.exit_code == 0, result.output
+    first = load_domain("acebench-agent").tasks("multi_turn")[0]
+    systems = [r["messages"][0]["content"] for r in seen]
+    assert any(first.user.instruction in s and all(rule in s for rule in first.user.rules) for s in systems)
+    report = json.loads((tmp_path / "u" / "suite.json").read_text())
+    row = next(c for c in report["categories"] if c["category"] == "agent_multi_turn")
+    assert report["user"] == "llm:user-model" and row["n_tasks"] == 2 and row["n_errored"] == 0
