@@ -24,7 +24,7 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "clip_high": 0.2, "drop_uniform": True, "dynamic_sampling": True, "max_sampling_rounds": 2,
     "save_every": 1, "keep_checkpoints": 1,
 }
-RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit"}
+RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user"}
 
 # The cold start's size comes from the calibration pilots in docs/benchmarks.md ("Cold start on clinic-lite" and
 # "The user changes their mind"): a cold start of 18 steps at lr 3e-5 on dialogues without a change of mind left

@@ -28,9 +28,12 @@ from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.train.metrics import episode_metrics
 from muarl.types import Episode, Task
-from muarl.users.scripted import ScriptedUser
+from muarl.users.factory import make_user
 
 SFT_DEMOS = "sft_demos.jsonl"
+# the user GRPO trains with and every evaluation scores against (the one who changes their mind), built from
+# its spec by the same factory for both
+USER = "scripted"
 CONTROL_DEMOS = "control_demos.jsonl"
 
 
@@ -128,7 +131,7 @@ def run_agent(agent: Any, tasks: list[Task], cfg: DemoConfig, path: Path, resume
               concurrency: int = 1, desc: str | None = None) -> list[Episode]:
     """One greedy episode per task against the scripted user, each written to ``path`` as it ends (a resumed
     stage keeps the finished ones)."""
-    asyncio.run(run_many(domain(cfg.domain), tasks, agent, ScriptedUser(), trials=1, concurrency=concurrency, out=path,
+    asyncio.run(run_many(domain(cfg.domain), tasks, agent, make_user(USER), trials=1, concurrency=concurrency, out=path,
                          resume=resume and path.exists(), seed=cfg.seed, config=loop_config(cfg), progress=progress, desc=desc))
     wanted = {t.id for t in tasks}
     return [e for e in latest_per_key(read_episodes(path)[0]) if e.task_id in wanted]
@@ -194,7 +197,7 @@ def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str
               "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
     model = ModelConfig(name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
     try:
-        return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train",
+        return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train", user=USER,
                           task_ids=task_ids, steps=cfg.grpo_steps)
     except ValueError as exc:
         raise ConfigError(f"invalid GRPO settings: {exc}") from None
