@@ -33,7 +33,7 @@ import types
 from pathlib import Path
 
 from muarl.domains import load_domain
-from muarl.evals.acebench_checker import AnswerSyntaxError, acebench_reward, answer_calls, answer_text, check_normal, render_calls
+from muarl.domains.acebench.checker import AnswerSyntaxError, acebench_reward, answer_calls, answer_text, check_normal, render_calls
 from muarl.rollout.store import EPISODES_FILE, latest_per_key, read_episodes
 from muarl.types import Message, Task, ToolCall
 

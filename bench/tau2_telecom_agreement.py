@@ -7,7 +7,7 @@ agent's calls and the user's, each with its requestor, as τ²'s orchestrator ma
 its actions in turn, and ``--random`` seeded trajectories mixing the gold actions (shuffled, some dropped) with
 random calls of both sides (valid and invalid arguments, unknown ids, wrong types). Every trajectory is then
 scored by τ²'s ``evaluate_simulation`` (evaluation type ALL, its replay of the messages included) and, after
-converting the messages to muarl's, by ``muarl.evals.tau2_criteria.evaluate_tau2`` on the ``tau2-telecom``
+converting the messages to muarl's, by ``muarl.domains.tau.tau2_criteria.evaluate_tau2`` on the ``tau2-telecom``
 domain. The script reports how often the rewards agree (and the ENV_ASSERTION and ACTION components, and every
 single assertion), lists disagreements, and checks that the phone and the carrier records end equal (listing
 the trajectories where they do not).
@@ -47,7 +47,7 @@ from typing import Any
 from muarl.domains import load_domain
 from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
 from muarl.domains.tau.telecom.user_tools import USER_TOOLS
-from muarl.evals.tau2_criteria import evaluate_tau2
+from muarl.domains.tau.tau2_criteria import evaluate_tau2
 from muarl.types import Message, ToolCall
 
 CUSTOMERS = ["C1001", "C1002", "C1003", "C1004", "C9999"]

@@ -60,8 +60,8 @@ def turn_penalised(penalty: float = 0.01, floor: float = 0.0) -> RewardFn:
 
 
 def _tau2(**options: str | float | None) -> RewardFn:
-    """τ²-bench's criteria (DB, COMMUNICATE, ACTION, NL assertions); see :mod:`muarl.evals.tau2_criteria`."""
-    from muarl.evals.tau2_criteria import tau2_reward
+    """τ²-bench's criteria (DB, COMMUNICATE, ACTION, NL assertions); see :mod:`muarl.domains.tau.tau2_criteria`."""
+    from muarl.domains.tau.tau2_criteria import tau2_reward
 
     return tau2_reward(**options)  # type: ignore[arg-type]
 

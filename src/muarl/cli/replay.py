@@ -23,7 +23,7 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
     """Replay FILE's trajectories on DOMAIN and print each new reward beside the recorded one."""
     from muarl.domains import load_domain
     from muarl.evals.replay import read_trajectories, replay_all
-    from muarl.evals.tau2_criteria import JudgeConfig, nl_ungraded
+    from muarl.domains.tau.tau2_criteria import JudgeConfig, nl_ungraded
 
     if (judge_base_url is None) != (judge_model is None):
         raise click.UsageError("give both --judge-base-url and --judge-model, or neither")
