@@ -13,14 +13,11 @@ training's group statistics read, so shaping the reward never changes what count
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
-from muarl.domains.base import Domain
+from muarl.domains.base import Domain, RewardFn
 from muarl.types import Message, RewardInfo, Task
 
-
-class RewardFn(Protocol):
-    def __call__(self, domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int) -> RewardInfo: ...
+__all__ = ["RewardFn", "make_reward", "outcome_reward", "turn_penalised"]
 
 
 def normalise_output(text: str) -> str:

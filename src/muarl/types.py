@@ -405,5 +405,10 @@ class Episode(_Model):
         return self.termination == "error"
 
     @property
+    def succeeded(self) -> bool:
+        """The reward function's verdict (``RewardInfo.success``); an errored episode has none."""
+        return self.reward is not None and self.reward.success
+
+    @property
     def key(self) -> tuple[str, int]:
         return (self.task_id, self.trial)

@@ -30,7 +30,6 @@ from muarl.domains.base import Domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.errors import InputError
 from muarl.evals.paired import paired_bootstrap_ci
-from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import make_reward
 from muarl.rollout.episode import LoopConfig
@@ -164,7 +163,7 @@ def _split(entry: SuiteEntry, domain: Domain) -> str:
 def _process(episode: Episode) -> float:
     """An episode's process score: the reward's ``process_accuracy`` if it gives one, else its success."""
     given = episode.reward.details.get("process_accuracy") if episode.reward else None
-    return float(succeeded(episode)) if given is None else given
+    return float(episode.succeeded) if given is None else given
 
 
 def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[float], list[float]]:
@@ -176,7 +175,7 @@ def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[f
             by_unit[units.get(ep.task_id, ep.task_id)][ep.trial].append(ep)
     end, process = [], []
     for trials in by_unit.values():
-        end.append(sum(all(succeeded(e) for e in eps) for eps in trials.values()) / len(trials))
+        end.append(sum(all(e.succeeded for e in eps) for eps in trials.values()) / len(trials))
         flat = [_process(e) for eps in trials.values() for e in eps]
         process.append(sum(flat) / len(flat))
     return end, process

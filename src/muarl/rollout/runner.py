@@ -21,7 +21,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from muarl.domains.base import Domain
-from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
@@ -81,7 +80,7 @@ async def run_many(
             result.episodes.append(episode)
         result.ran += 1
         result.errored += episode.errored
-        result.solved += succeeded(episode)
+        result.solved += episode.succeeded
         bar.update(1)
         bar.set_postfix(success=f"{result.solved / result.ran:.2f}", errored=result.errored, refresh=False)
 

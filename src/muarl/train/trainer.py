@@ -39,7 +39,6 @@ from typing import Any
 import torch
 
 import muarl
-from muarl.evals.passk import succeeded
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
@@ -227,7 +226,7 @@ class GRPOTrainer:
                 stats["groups_dropped"] += 1
                 continue
             stats["groups"] += 1
-            correct = [succeeded(e) for e in scored]
+            correct = [e.succeeded for e in scored]
             stats["all_correct_ratio"] += all(correct)
             stats["all_wrong_ratio"] += not any(correct)
             rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
