@@ -26,6 +26,7 @@ from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
+from muarl.seeds import user_seed
 from muarl.types import (
     NOT_EXECUTED, NOT_EXECUTED_OUTPUT, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, with_user_tool_messages,
 )
@@ -129,7 +130,8 @@ async def run_episode(
     user_turns: list[tuple[int, list[Message]]] = []  # (index in messages, the user's tool traffic before it)
     session = agent.new_session(task, offered.specs(), seed)
     user_specs = domain.user_tools.specs()
-    user_session = user.new_session(task, seed, tools=user_specs) if user_specs else user.new_session(task, seed)
+    own_seed = user_seed(seed)  # the user's stream is never the agent's (muarl.seeds)
+    user_session = user.new_session(task, own_seed, tools=user_specs) if user_specs else user.new_session(task, own_seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:
         t0 = time.perf_counter()

@@ -13,7 +13,6 @@ the other episodes before writing.
 from __future__ import annotations
 
 import asyncio
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +25,9 @@ from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.store import EpisodeWriter
+from muarl.seeds import episode_seed
 from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
-
-
-def episode_seed(run_seed: int, task_id: str, trial: int) -> int:
-    return zlib.crc32(f"{run_seed}/{task_id}/{trial}".encode())
 
 
 @dataclass

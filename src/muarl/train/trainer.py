@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import atomic_write_text, write_run_info
+from muarl.seeds import step_seed
 from muarl.rollout.world import build_world
 from muarl.train.checkpoint import (
     latest_checkpoint,
@@ -69,13 +69,6 @@ USER_SETTINGS = ("user", "user_base_url", "user_strategy", "user_temperature", "
 
 class TrainingError(RuntimeError):
     """A step could not train at all (every episode errored); the message says what failed."""
-
-
-def step_seed(run_seed: int, step: int, round_: int = 0) -> int:
-    """The run seed of step ``step``'s rollouts (round ``round_`` of dynamic sampling; the runner derives one
-    per (task, trial) from it), so a resumed run samples exactly what the uninterrupted one would. Step -1 is
-    validation."""
-    return zlib.crc32(f"{run_seed}/step/{step}".encode() + (f"/round/{round_}".encode() if round_ else b""))
 
 
 def has_signal(group: list[Episode]) -> bool:
