@@ -378,6 +378,7 @@ class Episode(_Model):
     trial: int = 0
     agent: str = ""
     user: str = ""
+    user_settings: dict[str, Any] = Field(default_factory=dict)  # the user's strategy, sampling, precision (UserSimulator.settings)
     messages: list[Message] = Field(default_factory=list)  # the agent's view, system prompt first
     tool_executions: list[ToolExecution] = Field(default_factory=list)
     timings: list[TurnTiming] = Field(default_factory=list)

@@ -235,3 +235,13 @@ def test_a_time_box_stops_before_a_step_that_would_not_end_inside_it(tmp_path, m
     trainer.train(time_limit_s=350.0)
     assert trainer.step == 3 and clock[0] == 300.0  # the old box, checked after the crossing step, ran a 4th to 400 s
     assert (tmp_path / "r" / "checkpoints" / "latest").read_text().strip().endswith("3")  # the last step is checkpointed
+
+
+def test_a_local_users_precision_is_recorded_resolved(tmp_path):
+    # as the policy's is: "auto" says nothing about the run, the precision this machine gave it does
+    trainer = GRPOTrainer(config(tmp_path / "run", user="local:tiny-random", user_precision="auto"), progress=False)
+    trainer.start()
+    resolved = "bf16" if precision.use_bf16("auto") else "fp32"
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["user_settings"]["user_precision"] == resolved
+    assert GRPOConfig.load(tmp_path / "run" / "config.yaml").user_precision == resolved

@@ -212,7 +212,7 @@ async def run_episode(
     reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_tool_messages(messages, user_turns), turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments") and e.requestor == "assistant")
     return Episode(
-        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
+        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name, user_settings=user.settings,
         messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
         reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
         seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(), user_tool_messages=user_turns,

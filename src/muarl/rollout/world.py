@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import Field
+from typing_extensions import Self
 
 from muarl.config import ConfigError, YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.hf_loading import ModelLoadError
-from muarl.models.precision import Precision
+from muarl.models.precision import Precision, resolve_precision
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig
@@ -50,6 +51,13 @@ class WorldConfig(YamlConfig):
     parallel_tool_calls: bool = Field(False, description="run every tool call of a turn, not just the first")
     timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
     max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
+
+    def with_user_precision_resolved(self) -> Self:
+        """This section with a ``local:PATH`` user's ``user_precision: auto`` replaced by what this machine runs
+        (as training records the policy's); a user served elsewhere keeps the setting, which does not apply to it."""
+        if not self.user.startswith("local:"):
+            return self
+        return self.model_copy(update={"user_precision": resolve_precision(self.user_precision)})
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)

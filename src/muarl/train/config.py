@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from muarl.config import YamlConfig
-from muarl.models.precision import Precision, use_bf16
+from muarl.models.precision import Precision, resolve_precision, use_bf16
 from muarl.rollout.world import WorldConfig
 
 
@@ -34,7 +34,7 @@ class ModelConfig(YamlConfig):
 
     def resolved(self) -> ModelConfig:
         """This config with ``precision: auto`` replaced by what this machine gets, as a run records it."""
-        return self.model_copy(update={"precision": "bf16" if self.bf16 else "fp32"})
+        return self.model_copy(update={"precision": resolve_precision(self.precision)})
 
 
 class GRPOConfig(WorldConfig):

@@ -87,7 +87,8 @@ def next_step_fits(elapsed_s: float, steps_run: int, limit_s: float) -> bool:
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, reward_fn: RewardFn | None = None, progress: bool = True):
         """``reward_fn`` overrides the config's named reward (for experiments with rewards defined in code)."""
-        self.cfg = cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # the precision this machine runs
+        # the precisions this machine runs (the policy's, and a local user's)
+        self.cfg = cfg = cfg.model_copy(update={"model": cfg.model.resolved()}).with_user_precision_resolved()
         self.run_dir = Path(cfg.out)
         self.progress = progress
         self.world = build_world(cfg, concurrency=cfg.tasks_per_step * cfg.group_size)

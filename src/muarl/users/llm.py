@@ -175,6 +175,12 @@ class LLMUser(UserSimulator):
         self.sampling = sampling
         self.name = (name or f"llm:{client.model}") + ("" if strategy == "llm" else f"+{strategy}")
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        own = {"strategy": self.strategy, "max_checks": self.max_checks, **self.sampling}
+        policy = getattr(self.client, "policy", None)  # a model in this process: the precision it really runs in
+        return own if policy is None else {**own, "precision": "bf16" if policy.sampling.bf16 else "fp32"}
+
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         return LLMUserSession(self, task, seed, tools)
 
