@@ -12,6 +12,7 @@ so an LLM user, MCP tools or a reward variant that work in one command work in t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import Field
 from typing_extensions import Self
@@ -30,6 +31,10 @@ from muarl.users.base import UserSimulator
 
 class WorldConfig(YamlConfig):
     """Domain, tasks, simulated user, tools, reward and episode limits (shared by rollout, synth and train)."""
+
+    # what a resumed run may change: where and how patiently episodes run, never how each one is made (that
+    # would mix two configurations in one run); each command adds its own (rollout: trials, limit, ...)
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"timeout", "max_retries", "user_base_url", "user_api_key_env"})
 
     domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
     data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
@@ -52,6 +57,15 @@ class WorldConfig(YamlConfig):
     timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
     max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
 
+    def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
+        """The settings that differ from ``previous`` (the recorded config of the run being resumed) and may not,
+        each as "name: there -> now" (a nested one by its path, ``model.precision``); a setting the recorded config
+        lacks counts as its default."""
+        now = self.model_dump(mode="json")
+        defaults = type(self).model_construct().model_dump(mode="json")
+        return [change for name in now if name not in self.RESUMABLE
+                for change in _changes(name, previous.get(name, defaults[name]), now[name])]
+
     def with_user_precision_resolved(self) -> Self:
         """This section with a ``local:PATH`` user's ``user_precision: auto`` replaced by what this machine runs
         (as training records the policy's); a user served elsewhere keeps the setting, which does not apply to it."""
@@ -61,6 +75,12 @@ class WorldConfig(YamlConfig):
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
+
+
+def _changes(name: str, there: Any, now: Any) -> list[str]:
+    if isinstance(there, dict) and isinstance(now, dict):
+        return [change for key in dict.fromkeys([*there, *now]) for change in _changes(f"{name}.{key}", there.get(key), now.get(key))]
+    return [] if there == now else [f"{name}: {there!r} -> {now!r}"]
 
 
 def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:

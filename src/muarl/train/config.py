@@ -6,7 +6,7 @@ Every field has a default and a one-line meaning. A run directory records the fu
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +42,9 @@ class GRPOConfig(WorldConfig):
 
     The world fields (domain, tasks, user, tools, reward, limits) are the ones ``muarl rollout`` reads; only
     their training defaults differ (the train split, 8 agent turns)."""
+
+    # besides the world's (endpoints, timeout, retries): how many steps the run takes
+    RESUMABLE: ClassVar[frozenset[str]] = WorldConfig.RESUMABLE | {"steps", "out"}
 
     out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints, rollouts)")
     seed: int = Field(0, description="seeds task order, sampling and initialisation")

@@ -119,9 +119,10 @@ class GRPOTrainer:
         if ckpt is not None and not resume:
             raise ConfigError(f"{self.run_dir} already holds a run (checkpoint {ckpt.name}); resume it or choose another out")
         if resume and ckpt is not None:
-            previous = GRPOConfig.load(saved)
-            if previous.model_copy(update={"steps": self.cfg.steps}) != self.cfg:
-                raise ConfigError(f"the config differs from the one recorded in {saved} (only steps may change on resume)")
+            conflicts = self.cfg.resume_conflicts(GRPOConfig.load(saved).model_dump(mode="json"))
+            if conflicts:
+                raise ConfigError(f"cannot resume {self.run_dir} with settings other than those in {saved} ({'; '.join(conflicts)}); "
+                                  f"only {', '.join(sorted(self.cfg.RESUMABLE))} may change")
             self._load(ckpt)
         atomic_write_text(saved, self.cfg.dump_yaml())
         write_run_info(self.run_dir, {
