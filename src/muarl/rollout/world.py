@@ -139,12 +139,16 @@ class World:
         await self.user.aclose()
 
 
-def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
-    """Load the domain, select its tasks and build the user, tool backend and reward the section names."""
+def build_world(cfg: WorldConfig, concurrency: int = 8, user: UserSimulator | None = None) -> World:
+    """Load the domain, select its tasks and build the user, tool backend and reward the section names.
+
+    ``user``: one already built from this section's user settings, for a caller that runs several worlds with
+    one user (``muarl eval-suite``: a local user model is loaded once, not once per category); its owner closes it."""
     try:
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
         reward_fn = make_reward(cfg.reward)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries), reward_fn, cfg.loop_config())
+    return World(domain, tasks, user or make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
+                 reward_fn, cfg.loop_config())
