@@ -12,7 +12,7 @@ import muarl
 SRC = Path(muarl.__file__).parent
 
 # episodes are made and scored here: the vocabulary, the worlds and their scoring, users, models, the loop, rewards
-BELOW = {"types", "errors", "config", "retries", "seeds", "domains", "users", "models", "rollout", "reward", "datasets"}
+BELOW = {"types", "errors", "config", "retries", "seeds", "domains", "users", "models", "rollout", "reward", "data"}
 # built on top of them (may use evals)
 ABOVE = {"evals", "synth", "train", "demo", "cli", "integrations"}
 

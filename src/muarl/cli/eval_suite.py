@@ -31,7 +31,7 @@ from muarl.rollout.world import WorldConfig, make_world_user
 @click.option("--user-precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH user [auto].")
 @click.option("--category", "categories", multiple=True, help="Only this category (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N tasks of each category.")
-@click.option("--data-dir", help="Shared data directory (default: $MUARL_SHARED_DATA or ../shared/data).")
+@click.option("--data-dir", help="Data directory (default: $MUARL_DATA, then ~/.cache/muarl/data; see `muarl data pull`).")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes at once.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=30, show_default=True, help="Agent turns per episode (categories scored on one response use 1).")

@@ -10,7 +10,7 @@ import click
 @click.command("replay")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--domain", "domain_name", required=True, help="registered domain name, e.g. tau-retail or tau2-airline")
-@click.option("--data-dir", default=None, help="data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
+@click.option("--data-dir", default=None, help="data directory (default: $MUARL_DATA, then ~/.cache/muarl/data; see `muarl data pull`)")
 @click.option("--split", default="test", show_default=True, help="split of τ-bench results, whose task ids are indices")
 @click.option("--task", "task_id", default=None, help="task id of a file that holds one bare message list")
 @click.option("--shipped-tasks", is_flag=True,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from muarl.domains.base import BaseData, Domain, State, Tool, ToolRegistry
-from muarl.domains.tau.loader import TauDataError, shared_data_dir
+from muarl.data.store import find_root, pull_hint
 from muarl.errors import InputError
 from muarl.domains.acebench.checker import acebench_reward
 from muarl.types import Action, Message, RewardInfo, Task, ToolSpec, UserScenario
@@ -62,15 +62,12 @@ class AceBenchDataError(InputError, FileNotFoundError):
 
 def acebench_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """The ``data_en`` directory: under ``<dir>/acebench``, ``<dir>`` or ``<dir>/data_en`` for a given directory,
-    else under the shared data directory (``$MUARL_SHARED_DATA``, or ``../shared/data``)."""
-    try:
-        root = shared_data_dir(data_dir)
-    except TauDataError as exc:
-        raise AceBenchDataError(f"no ACEBench data found ({exc}); its data_en directory is looked for under acebench/") from None
+    else under ``$MUARL_DATA`` or the user's cache, where ``muarl data pull acebench`` puts it."""
+    root = find_root("acebench", data_dir)
     for candidate in (root / "acebench" / "data_en", root / "data_en", root):
         if (candidate / "possible_answer").is_dir():
             return candidate
-    raise AceBenchDataError(f"no ACEBench data under {str(root)!r}: expected acebench/data_en/ with possible_answer/")
+    raise AceBenchDataError(f"no ACEBench data under {str(root)!r}: expected acebench/data_en/ with possible_answer/; {pull_hint('acebench')}")
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
