@@ -136,3 +136,15 @@ def test_data_is_found_in_data_dir_then_muarl_data_then_the_cache(tmp_path, monk
     assert find_root("acebench") == tmp_path / "cache" / "muarl" / "data"
     with pytest.raises(DataNotFound, match=r"no tau2-bench data found \(looked in .*cache/muarl/data\): run `muarl data pull tau2-bench`"):
         find_root("tau2-bench")
+
+
+def test_pull_from_an_upstream_checkout_converts_tau_benchs_task_files(mirror, home, tmp_path):
+    checkout = tmp_path / "tau-bench-checkout"
+    bench = BENCHMARKS["tau-bench"]
+    served = upstream_files(mirror)
+    for pin in bench.files:  # the repository's own layout: tau_bench/envs/<domain>/..., task files as Python
+        (checkout / pin.upstream).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / pin.upstream).write_bytes(served[f"{bench.repo}/{pin.commit}/{pin.upstream}"])
+    result = data("pull", "tau-bench", "--from", str(checkout))
+    assert result.exit_code == 0, result.output
+    assert inspect("tau-bench").verified and left_behind(home) == ["tau-bench"]
