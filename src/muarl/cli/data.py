@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from muarl.data.pull import RAW_URL, benchmark, dir_reader, install, url_reader
+from muarl.data.pull import RAW_URL, dir_reader, install, url_reader
 from muarl.data.sources import BENCHMARKS
 from muarl.data.store import data_home, inspect, pull_hint
 
@@ -24,7 +24,7 @@ def pull(names: tuple[str, ...], source: str | None, url: str, timeout: float, f
     """Fetch each benchmark's files at its pinned upstream commit, verify their checksums, and keep them."""
     home = data_home()
     for name in dict.fromkeys(names):
-        bench = benchmark(name)
+        bench = BENCHMARKS[name]
         present = inspect(name, home)
         if present is not None and present.verified and not force:
             click.echo(f"{name}: already present and verified in {present.folder} ({bench.version}); --force fetches it again")

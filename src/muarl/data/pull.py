@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from muarl.data.sources import BENCHMARKS, Benchmark, PinnedFile
+from muarl.data.sources import Benchmark, PinnedFile
 from muarl.data.store import Present, data_home, inspect
 from muarl.errors import InputError
 
@@ -30,12 +30,6 @@ Reader = Callable[[PinnedFile], bytes]  # a pinned file's kept bytes
 
 class PullError(InputError):
     """A pull that could not complete; nothing of it was kept."""
-
-
-def benchmark(name: str) -> Benchmark:
-    if name not in BENCHMARKS:
-        raise PullError(f"unknown benchmark {name!r}: choose from {', '.join(BENCHMARKS)}")
-    return BENCHMARKS[name]
 
 
 def tau_tasks_json(source: str, filename: str) -> bytes:
