@@ -117,3 +117,30 @@ def test_acebench_agent_multi_turn_talks_with_an_llm_user_over_http(tmp_path, ac
     report = json.loads((tmp_path / "u" / "suite.json").read_text())
     row = next(c for c in report["categories"] if c["category"] == "agent_multi_turn")
     assert report["user"] == "llm:user-model" and row["n_tasks"] == 2 and row["n_errored"] == 0
+
+
+def test_the_suites_user_takes_its_sampling_strategy_and_retries(tmp_path, acebench_data):
+    """eval-suite builds each category's world as every command does (rollout.world.build_world), so its LLM user
+    takes the same settings as `muarl rollout`'s: temperature, completion tokens, strategy and retries."""
+    from muarl.models.loopback_server import HTTPFailure, LoopbackServer
+    from muarl.rollout.store import read_episodes
+    from muarl.users.base import STOP
+
+    seen = []
+
+    def user_model(request):
+        seen.append(request)
+        if len(seen) == 1:
+            raise HTTPFailure(503)  # retried: --max-retries 1 lets the episode go on
+        return {"content": "Thought: ask.\nUser Response: Please help me." if len(request["messages"]) <= 2 else f"Thought: done.\nUser Response: {STOP}"}
+
+    with LoopbackServer(user_model) as server:
+        result = invoke("eval-suite", "--suite", "acebench", "--category", "agent_multi_turn", "--agent", "oracle",
+                        "--user", "llm:user-model", "--user-base-url", server.base_url, "--user-temperature", "0.3",
+                        "--user-max-tokens", "40", "--user-strategy", "react", "--max-retries", "1", "--limit", "1",
+                        "--concurrency", "1", "--out", str(tmp_path / "u"), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert all(r["temperature"] == 0.3 and r["max_tokens"] == 40 for r in seen)
+    episodes, _ = read_episodes(tmp_path / "u" / "agent_multi_turn" / "episodes.jsonl")
+    assert [ep.errored for ep in episodes] == [False] and episodes[0].user == "llm:user-model+react"
+    assert episodes[0].user_settings == {"strategy": "react", "max_checks": 2, "temperature": 0.3, "max_tokens": 40}

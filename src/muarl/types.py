@@ -378,6 +378,7 @@ class Episode(_Model):
     trial: int = 0
     agent: str = ""
     user: str = ""
+    user_settings: dict[str, Any] = Field(default_factory=dict)  # the user's strategy, sampling, precision (UserSimulator.settings)
     messages: list[Message] = Field(default_factory=list)  # the agent's view, system prompt first
     tool_executions: list[ToolExecution] = Field(default_factory=list)
     timings: list[TurnTiming] = Field(default_factory=list)
@@ -403,6 +404,11 @@ class Episode(_Model):
     @property
     def errored(self) -> bool:
         return self.termination == "error"
+
+    @property
+    def succeeded(self) -> bool:
+        """The reward function's verdict (``RewardInfo.success``); an errored episode has none."""
+        return self.reward is not None and self.reward.success
 
     @property
     def key(self) -> tuple[str, int]:

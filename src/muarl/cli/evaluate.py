@@ -12,7 +12,7 @@ import click
 
 from muarl.evals.paired import PairedComparison, compare_runs
 from muarl.evals.passk import Summary, summarise
-from muarl.evals.tau2_criteria import nl_ungraded
+from muarl.domains.tau.tau2_criteria import nl_ungraded
 from muarl.rollout.store import episodes_path, latest_per_key, read_episodes
 from muarl.types import Episode
 

@@ -23,7 +23,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from muarl.errors import InputError
 from muarl.types import Action, Message, RewardInfo, Task, ToolKind, ToolSpec
@@ -428,6 +428,14 @@ class ToolRegistry:
 
 class GoldReplayError(RuntimeError):
     """A task's gold actions do not run cleanly: the task is broken, not the agent."""
+
+
+class RewardFn(Protocol):
+    """A trajectory's score: the domain, the task, the final state's hash (not the state, so tools run elsewhere score
+    alike), the trajectory and the agent's turn count. Declared beside :class:`Domain` so a benchmark's own scoring
+    (τ²'s criteria, ACEBench's checker) can live in its domain package without importing ``muarl.reward``."""
+
+    def __call__(self, domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int) -> RewardInfo: ...
 
 
 @dataclass

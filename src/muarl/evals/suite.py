@@ -30,13 +30,10 @@ from muarl.domains.base import Domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.errors import InputError
 from muarl.evals.paired import paired_bootstrap_ci
-from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
-from muarl.reward import make_reward
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
-from muarl.rollout.world import WorldConfig, make_world_user
+from muarl.rollout.world import WorldConfig, build_world
 from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
 
@@ -164,7 +161,7 @@ def _split(entry: SuiteEntry, domain: Domain) -> str:
 def _process(episode: Episode) -> float:
     """An episode's process score: the reward's ``process_accuracy`` if it gives one, else its success."""
     given = episode.reward.details.get("process_accuracy") if episode.reward else None
-    return float(succeeded(episode)) if given is None else given
+    return float(episode.succeeded) if given is None else given
 
 
 def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[float], list[float]]:
@@ -176,7 +173,7 @@ def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[f
             by_unit[units.get(ep.task_id, ep.task_id)][ep.trial].append(ep)
     end, process = [], []
     for trials in by_unit.values():
-        end.append(sum(all(succeeded(e) for e in eps) for eps in trials.values()) / len(trials))
+        end.append(sum(all(e.succeeded for e in eps) for eps in trials.values()) / len(trials))
         flat = [_process(e) for eps in trials.values() for e in eps]
         process.append(sum(flat) / len(flat))
     return end, process
@@ -198,10 +195,16 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
 
 async def run_suite(
     rows: Sequence[tuple[str, SuiteEntry]], agent: Agent, user: UserSimulator, out: Path, *,
-    data_dir: str | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
-    max_turns: int = 30, resume: bool = False, bootstrap: int = 1000, progress: bool = True,
+    world: WorldConfig | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
+    resume: bool = False, bootstrap: int = 1000, progress: bool = True,
 ) -> SuiteReport:
-    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it."""
+    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it.
+
+    ``world`` holds what every category shares (data directory, the user's settings, timeout, retries, turn
+    limit) and ``user`` is the user built from it; each category's world is that section with the entry's
+    domain, split, reward and loop settings on top (and its own user, if it names one), built by
+    :func:`~muarl.rollout.world.build_world` as every command builds its world."""
+    world = world or WorldConfig()
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
@@ -211,25 +214,30 @@ async def run_suite(
             result.reason = f"domain {entry.domain!r} is not installed"
             continue
         try:
-            domain = load_domain(entry.domain, data_dir)
-            result.split = _split(entry, domain)
-            every = domain.tasks(result.split)
-            tasks = every[:limit] if limit else every
-            if len(tasks) < len(every):
-                result.incomplete = f"the first {len(tasks)} of {len(every)} tasks"
+            result.split = _split(entry, load_domain(entry.domain, world.data_dir))
+            cfg = world.model_copy(update={
+                "domain": entry.domain, "split": result.split, "reward": entry.reward, "limit": limit,
+                "max_turns": entry.max_turns or world.max_turns, "parallel_tool_calls": entry.parallel_tool_calls,
+                **({"user": entry.user} if entry.user else {}),
+            })
+            built = build_world(cfg, concurrency, user=None if entry.user else user)
+            every = len(built.domain.tasks(result.split))
+            if len(built.tasks) < every:
+                result.incomplete = f"the first {len(built.tasks)} of {every} tasks"
         except (InputError, FileNotFoundError) as exc:
             result.reason = " ".join(str(exc).split())
             continue
         path = out / entry.category / EPISODES_FILE
-        own_user = make_world_user(WorldConfig(user=entry.user)) if entry.user else None
-        loop = LoopConfig(max_turns=entry.max_turns or max_turns, parallel_tool_calls=entry.parallel_tool_calls)
-        await run_many(domain, tasks, agent, own_user or user, trials=trials, concurrency=concurrency, out=path, resume=resume, seed=seed,
-                       config=loop, reward_fn=make_reward(entry.reward), progress=progress, desc=entry.category, keep_episodes=False)
-        if own_user:
-            await own_user.aclose()
+        try:
+            await run_many(built.domain, built.tasks, agent, built.user, trials=trials, concurrency=concurrency, out=path, resume=resume,
+                           seed=seed, config=built.loop, reward_fn=built.reward_fn, backend_factory=built.backend_factory,
+                           progress=progress, desc=entry.category, keep_episodes=False)
+        finally:
+            if entry.user:  # the category's own user; the suite's is its caller's to close
+                await built.aclose()
         episodes, _ = read_episodes(path, outcomes_only=True)
         result.status, result.episodes = "ran", str(path)
-        score_category(result, entry, tasks, episodes, bootstrap)
+        score_category(result, entry, built.tasks, episodes, bootstrap)
     return report
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from muarl.config import ConfigError
 from muarl.domains.base import Domain
-from muarl.rollout.runner import episode_seed
+from muarl.seeds import episode_seed
 from muarl.types import Task
 
 AGENT_NAME = "muarl"  # the name examples/verl/agent_loops.yaml gives its MuarlAgentLoop entry

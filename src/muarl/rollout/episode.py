@@ -26,6 +26,7 @@ from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
+from muarl.seeds import user_seed
 from muarl.types import (
     NOT_EXECUTED, NOT_EXECUTED_OUTPUT, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, with_user_tool_messages,
 )
@@ -129,7 +130,8 @@ async def run_episode(
     user_turns: list[tuple[int, list[Message]]] = []  # (index in messages, the user's tool traffic before it)
     session = agent.new_session(task, offered.specs(), seed)
     user_specs = domain.user_tools.specs()
-    user_session = user.new_session(task, seed, tools=user_specs) if user_specs else user.new_session(task, seed)
+    own_seed = user_seed(seed)  # the user's stream is never the agent's (muarl.seeds)
+    user_session = user.new_session(task, own_seed, tools=user_specs) if user_specs else user.new_session(task, own_seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:
         t0 = time.perf_counter()
@@ -210,7 +212,7 @@ async def run_episode(
     reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_tool_messages(messages, user_turns), turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments") and e.requestor == "assistant")
     return Episode(
-        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
+        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name, user_settings=user.settings,
         messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
         reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
         seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(), user_tool_messages=user_turns,

@@ -12,14 +12,16 @@ so an LLM user, MCP tools or a reward variant that work in one command work in t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import Field
+from typing_extensions import Self
 
 from muarl.config import ConfigError, YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.hf_loading import ModelLoadError
-from muarl.models.precision import Precision
+from muarl.models.precision import Precision, resolve_precision
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig
@@ -29,6 +31,10 @@ from muarl.users.base import UserSimulator
 
 class WorldConfig(YamlConfig):
     """Domain, tasks, simulated user, tools, reward and episode limits (shared by rollout, synth and train)."""
+
+    # what a resumed run may change: where and how patiently episodes run, never how each one is made (that
+    # would mix two configurations in one run); each command adds its own (rollout: trials, limit, ...)
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"timeout", "max_retries", "user_base_url", "user_api_key_env"})
 
     domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
     data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
@@ -51,8 +57,30 @@ class WorldConfig(YamlConfig):
     timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
     max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
 
+    def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
+        """The settings that differ from ``previous`` (the recorded config of the run being resumed) and may not,
+        each as "name: there -> now" (a nested one by its path, ``model.precision``); a setting the recorded config
+        lacks counts as its default."""
+        now = self.model_dump(mode="json")
+        defaults = type(self).model_construct().model_dump(mode="json")
+        return [change for name in now if name not in self.RESUMABLE
+                for change in _changes(name, previous.get(name, defaults[name]), now[name])]
+
+    def with_user_precision_resolved(self) -> Self:
+        """This section with a ``local:PATH`` user's ``user_precision: auto`` replaced by what this machine runs
+        (as training records the policy's); a user served elsewhere keeps the setting, which does not apply to it."""
+        if not self.user.startswith("local:"):
+            return self
+        return self.model_copy(update={"user_precision": resolve_precision(self.user_precision)})
+
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
+
+
+def _changes(name: str, there: Any, now: Any) -> list[str]:
+    if isinstance(there, dict) and isinstance(now, dict):
+        return [change for key in dict.fromkeys([*there, *now]) for change in _changes(f"{name}.{key}", there.get(key), now.get(key))]
+    return [] if there == now else [f"{name}: {there!r} -> {now!r}"]
 
 
 def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:
@@ -111,12 +139,16 @@ class World:
         await self.user.aclose()
 
 
-def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
-    """Load the domain, select its tasks and build the user, tool backend and reward the section names."""
+def build_world(cfg: WorldConfig, concurrency: int = 8, user: UserSimulator | None = None) -> World:
+    """Load the domain, select its tasks and build the user, tool backend and reward the section names.
+
+    ``user``: one already built from this section's user settings, for a caller that runs several worlds with
+    one user (``muarl eval-suite``: a local user model is loaded once, not once per category); its owner closes it."""
     try:
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
         reward_fn = make_reward(cfg.reward)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries), reward_fn, cfg.loop_config())
+    return World(domain, tasks, user or make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
+                 reward_fn, cfg.loop_config())

@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from muarl.evals.passk import succeeded
 from muarl.types import Episode
 
 
@@ -35,7 +34,7 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     executions = [x for e in scored for x in e.tool_executions]
     out.update({
         "reward_mean": sum(e.reward.reward for e in scored) / n,
-        "success_rate": sum(succeeded(e) for e in scored) / n,
+        "success_rate": sum(e.succeeded for e in scored) / n,
         "turns_per_episode": sum(turns) / n,
         "response_tokens_per_episode": sum(response) / n,
         "response_tokens_per_turn": sum(response) / max(1, sum(turns)),

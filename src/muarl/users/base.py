@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage
 
@@ -53,6 +54,12 @@ class UserSession(ABC):
 
 class UserSimulator(ABC):
     name: str = "user"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """How this user behaves beyond its name (strategy, sampling, precision as resolved on this machine),
+        recorded in every episode it plays, so an episode file alone says which user produced it."""
+        return {}
 
     @abstractmethod
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:

@@ -41,6 +41,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from muarl.types import Message, Task, ToolCall, ToolSpec, UserRequest
 from muarl.users.base import STOP, UserSession, UserSimulator, UserTurn
@@ -278,6 +279,10 @@ class ScriptedUser(UserSimulator):
         self.cooperative = cooperative
         if cooperative:
             self.name = "scripted:cooperative"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"patience": self.patience, "max_turns": self.max_turns, "cooperative": self.cooperative}
 
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         if task.user.script:

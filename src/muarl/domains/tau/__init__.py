@@ -6,7 +6,7 @@ Four domains, registered in :data:`muarl.domains.DOMAINS`:
   reward is muarl's outcome reward, which is τ-bench's (the database after the episode equals the one the
   gold actions produce, and every required output was said to the user).
 * ``tau2-retail`` and ``tau2-airline`` (train / test, from τ²'s ``split_tasks.json``): τ²'s tools and tasks; score
-  them with the ``tau2`` reward (:mod:`muarl.evals.tau2_criteria`), which applies τ²'s DB, COMMUNICATE, ACTION
+  them with the ``tau2`` reward (:mod:`muarl.domains.tau.tau2_criteria`), which applies τ²'s DB, COMMUNICATE, ACTION
   and NL_ASSERTION criteria as each task's ``reward_basis`` asks.
 
 The data is read at run time from a directory (see :mod:`muarl.domains.tau.loader`); nothing is shipped.
