@@ -33,8 +33,8 @@ import muarl.integrations  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from muarl.cli import main  # noqa: E402
-from muarl.domains.tau.loader import shared_data_dir  # noqa: E402
-from muarl.integrations.verl import VerlPolicy, sample_seed  # noqa: E402
+from muarl.data.store import find_root  # noqa: E402
+from muarl.integrations.verl import VerlPolicy  # noqa: E402
 from muarl.models.batched_generation import GenerationRequest  # noqa: E402
 from muarl.models.local_chat import LocalChatClient  # noqa: E402
 from muarl.models.local_spec import export_model, local_policy  # noqa: E402
@@ -42,6 +42,7 @@ from muarl.models.oracle import OracleAgent  # noqa: E402
 from muarl.models.token_session import TokenFormat  # noqa: E402
 from muarl.rollout.episode import run_episode  # noqa: E402
 from muarl.rollout.world import WorldConfig, build_world  # noqa: E402
+from muarl.seeds import sample_seed  # noqa: E402
 from servers import PYTHONPATH, free_port  # noqa: E402
 from token_traces import mask_runs  # noqa: E402
 
@@ -138,7 +139,7 @@ def test_a_grpo_step_runs_through_verls_worker_advantage_loss_and_optimizer(tmp_
 
     import verl
 
-    data = str(shared_data_dir())
+    data = str(find_root("tau-bench"))
     runner = CliRunner()
     for args in (["--domain", "clinic-lite", "--limit", "4", "--seed", str(CLINIC_SEED), "--out", str(tmp_path / "clinic")],
                  ["--domain", "tau-retail", "--data-dir", data, "--limit", "1", "--seed", str(TAU_SEED), "--out", str(tmp_path / "tau")]):

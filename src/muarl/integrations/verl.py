@@ -28,9 +28,9 @@ the first row, after loading the YAML, and a registration then would replace the
 later row. verl passes its own tool list under the name ``tools``, so the entry's ``tools:`` is read back from
 verl's registry by the entry's name (:func:`_entry_tools`).
 
-The n samples of one row are n episodes of the same task: sample k meets the user seeded with
-:func:`sample_seed` (the row's seed for sample 0, so that sample is the episode ``muarl rollout --seed`` gives
-the task's first trial). An episode that errors (a user or tool server that stays down after its retries)
+The n samples of one row are n episodes of the same task: sample k runs with the episode seed
+:func:`muarl.seeds.sample_seed` gives it (the row's seed for sample 0, so that sample is the episode ``muarl
+rollout --seed`` gives the task's first trial), and so meets a user of its own. An episode that errors (a user or tool server that stays down after its retries)
 or whose opening does not fit ``rollout.prompt_length`` never raises out of :meth:`MuarlAgentLoop.run`: it
 comes back with an all-zero response mask and ``muarl_errored`` set, so it trains nothing, and the
 ``muarl_grpo`` advantage estimator (:mod:`muarl.integrations.verl_advantage`) leaves it out of its group.
@@ -42,7 +42,6 @@ import asyncio
 import logging
 import time
 import weakref
-import zlib
 from collections import Counter
 from typing import Any
 from uuid import uuid4
@@ -54,6 +53,7 @@ from muarl.models.base import Agent
 from muarl.models.token_session import TokenFormat, TokenSession
 from muarl.rollout.episode import run_episode
 from muarl.rollout.world import World, WorldConfig, build_world
+from muarl.seeds import sample_seed
 from muarl.types import Episode, Task, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -61,12 +61,6 @@ log = logging.getLogger(__name__)
 
 class PromptTooLong(ValueError):
     """The episode's opening (system turn, tools, the user's first line) does not fit verl's prompt length."""
-
-
-def sample_seed(row_seed: int, sample: int) -> int:
-    """The user's seed for sample ``sample`` of a row: the row's own seed for the first, a derived one for the
-    others, so a row's n episodes do not all meet the same user randomness."""
-    return row_seed if sample == 0 else zlib.crc32(f"{row_seed}/sample/{sample}".encode())
 
 
 class VerlSession(TokenSession):
