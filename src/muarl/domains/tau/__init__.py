@@ -87,7 +87,7 @@ def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir
 
     return TauDomain(
         name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools, typed=False), policy=source.policy(),
-        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
+        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING, confirms_writes=True,
         description=f"τ-bench {domain} (data: {source.root})",
     )
 
@@ -110,6 +110,7 @@ def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Cal
         name=name, base=BaseData(tables), tools=ToolRegistry.from_functions(tools),
         policy=(folder / "policy.md").read_text(encoding="utf-8"),
         task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=TAU2_SPLITS, greeting=GREETING,
+        confirms_writes=True,
         description=f"τ²-bench {domain} (data: {folder})",
     )
 

@@ -1,0 +1,153 @@
+"""Whose fault: one label per failed or errored episode, by rules that are cheap and reproducible.
+
+- ``infra``: the episode errored (a model, user or tool server failed after its retries); it has no reward.
+- ``task``: the task's gold actions do not run (its gold end state cannot be reached as written).
+- ``user``: the simulated user left its instruction (:func:`user_faults`); the first such fault is the evidence.
+- ``agent``: everything else; the evidence is the first failed check, or what the outcome reward missed.
+
+The user-fault rules compare what the user said with what it was given to say (:func:`instruction_text`: its
+instruction, identity and every wording of its structured requests) and with what the agent asked:
+
+- ``stop``: it ended the conversation while the agent waited for an answer (a confirmation or a question other
+  than "anything else?"), or before it had stated every one of its structured requests;
+- ``withhold``: asked for a detail it holds (by the detail's name), it answered with no value and never gave it;
+- ``wrong_value``: it stated a value (an email, a phone number, an id, a date, a number) that neither its
+  instruction nor the agent's messages hold: a fact its instruction does not give, or one contradicting it;
+- ``invent``: it asked for a kind of action (cancel, book, return, modify, ...) its instruction never mentions;
+- ``ignore_confirmation``: asked to confirm, it neither agreed, nor refused, nor changed what it asked for.
+
+They read words, not meaning: an LLM user paraphrasing "modify" as "switch" passes unseen, and one echoing a
+value the agent said in another form counts as stating a new one. What rules cannot decide goes to an optional
+judge (not built in).
+"""
+
+from __future__ import annotations
+
+import re
+
+from muarl.checks.conversation import (
+    affirms, asks_confirmation, asks_question, denies, evidence, from_user, instruction_text, normalise, to_user, value_tokens, wishes,
+)
+from muarl.domains.base import Domain, GoldReplayError
+from muarl.types import Attribution, CheckVerdict, Episode, Evidence, Message, Task, UserFault
+from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER
+
+# names of the details a user holds, as an agent asks for them
+_DETAIL_WORDS = {"date_of_birth": r"birth", "name": r"name", "email": r"e-?mail", "phone": r"phone", "user_id": r"user id",
+                 "zip": r"zip", "address": r"address"}
+_REVISES = re.compile(r"\b(instead|actually|rather|changed my mind|not that|make it|use)\b")
+
+
+def _stops(text: str | None) -> bool:
+    return any(token in (text or "") for token in (STOP, TRANSFER, OUT_OF_SCOPE))
+
+
+def _previous_to_user(messages: list[Message], index: int) -> int | None:
+    return next((i for i in range(index - 1, -1, -1) if to_user(messages[i])), None)
+
+
+def user_faults(domain: Domain, task: Task, episode: Episode) -> list[UserFault]:
+    """Every way the user left its instruction, in the order it happened (at most one per user message)."""
+    messages = episode.messages
+    given = instruction_text(task)
+    allowed_wishes = wishes(given)
+    requests = [[normalise(w) for r in (req, req.revised()) for w in (r.text, *r.variants) if w.strip()] for req in task.user.requests]
+    stated = [False] * len(requests)
+    heard = ""  # what the agent has said to the user so far
+    faults: list[UserFault] = []
+    for i, m in enumerate(messages):
+        if to_user(m):
+            heard += "\n" + normalise(m.content)
+            continue
+        if not from_user(m):
+            continue
+        said = normalise(m.content)
+        for k, wordings in enumerate(requests):
+            stated[k] = stated[k] or any(w in said for w in wordings)
+        asked = _previous_to_user(messages, i)
+        ask = messages[asked].content if asked is not None else None
+        fault = _fault(i, said, m.content, ask, given, heard, allowed_wishes, stated, task)
+        if fault is None and asked is not None and asks_question(ask):
+            fault = _withheld(i, ask, messages[i + 1:], said, task)
+        if fault is not None:
+            faults.append(fault)
+    return faults
+
+
+def _fault(i: int, said: str, raw: str | None, ask: str | None, given: str, heard: str, allowed_wishes: set[str],
+           stated: list[bool], task: Task) -> UserFault | None:
+    if _stops(raw):
+        if ask is not None and (asks_confirmation(ask) or asks_question(ask)):
+            return UserFault(kind="stop", index=i, detail="ended the conversation while the agent waited for an answer")
+        if not all(stated):
+            missing = stated.index(False)
+            return UserFault(kind="stop", index=i, detail=f"ended the conversation before stating request {missing + 1}")
+    new = [t for t in value_tokens(said) if t not in given and t not in heard]
+    if new:
+        return UserFault(kind="wrong_value", index=i, detail=f"stated {new[0]!r}, which its instruction does not hold")
+    invented = wishes(said) - allowed_wishes
+    if invented:
+        return UserFault(kind="invent", index=i, detail=f"asked to {sorted(invented)[0]}, which its instruction never mentions")
+    if ask is not None and asks_confirmation(ask) and not _stops(raw):
+        if not (affirms(said) or denies(said) or _REVISES.search(said) or value_tokens(said)):
+            return UserFault(kind="ignore_confirmation", index=i, detail="asked to confirm, neither agreed, refused nor changed its request")
+    return None
+
+
+def _withheld(i: int, ask: str | None, later: list[Message], said: str, task: Task) -> UserFault | None:
+    """Asked for a detail it holds, the user gave no value and never gave it later."""
+    if value_tokens(said) or affirms(said):
+        return None
+    question = normalise(ask)
+    held = {**task.user.known_info}
+    for request in task.user.requests:
+        held.update(request.revised().facts)
+    for key, value in held.items():
+        word = _DETAIL_WORDS.get(key, re.escape(key.replace("_", " ")))
+        if not re.search(rf"\b{word}", question):
+            continue
+        v = normalise(value)
+        if v and v not in said and not any(v in normalise(m.content) for m in later if from_user(m)):
+            return UserFault(kind="withhold", index=i, detail=f"asked for its {key}, which it holds, and never gave it")
+    return None
+
+
+def attribute(domain: Domain, task: Task, episode: Episode, checks: list[CheckVerdict] | None = None) -> Attribution | None:
+    """The label of a failed or errored episode (None for a solved one); ``checks``: its verdicts, for the evidence
+    of an ``agent`` label (computed by :func:`muarl.checks.run_checks` if not given)."""
+    if episode.errored:
+        return Attribution(label="infra", reason=f"errored: {episode.error or 'unknown error'}"[:300])
+    if episode.reward is None or episode.reward.success:
+        return None
+    try:
+        domain.gold_hash(task)
+    except GoldReplayError as exc:
+        return Attribution(label="task", reason=f"the gold actions do not run: {exc}"[:300])
+    faults = user_faults(domain, task, episode)
+    if faults:
+        first = faults[0]
+        return Attribution(label="user", reason=f"{first.kind}: {first.detail}", evidence=[evidence(episode.messages, first.index)],
+                           user_faults=faults)
+    if checks is None:
+        from muarl.checks import run_checks
+
+        checks = run_checks(domain, task, episode)
+    failed = next((v for v in checks if v.status == "fail"), None)
+    if failed is not None:
+        return Attribution(label="agent", reason=f"{failed.check}: {failed.detail}"[:300], evidence=failed.evidence)
+    return Attribution(label="agent", reason=_outcome_miss(episode), evidence=_last_agent(episode))
+
+
+def _outcome_miss(episode: Episode) -> str:
+    reward = episode.reward
+    missing = [o for o, found in (reward.outputs_found if reward else {}).items() if not found]
+    if reward is not None and not reward.state_match:
+        return "the final state differs from the gold one"
+    if missing:
+        return f"required output {missing[0]!r} never said"
+    return "the outcome reward failed the episode"
+
+
+def _last_agent(episode: Episode) -> list[Evidence]:
+    last = next((i for i in range(len(episode.messages) - 1, -1, -1) if episode.messages[i].role == "assistant"), None)
+    return [] if last is None else [evidence(episode.messages, last)]
