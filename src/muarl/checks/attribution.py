@@ -10,7 +10,7 @@ instruction, identity and every wording of its structured requests) and with wha
 
 - ``stop``: it ended the conversation while the agent waited for an answer (a confirmation or a question other
   than "anything else?"), or before it had stated every one of its structured requests;
-- ``withhold``: asked for a detail it holds (by the detail's name), it answered with no value and never gave it;
+- ``withhold``: asked for a detail it holds (by the detail's name), it answered with no value at all;
 - ``wrong_value``: it stated a value (an email, a phone number, an id, a date, a number) that neither its
   instruction nor the agent's messages hold: a fact its instruction does not give, or one contradicting it;
 - ``invent``: it asked for a kind of action (cancel, book, return, modify, ...) its instruction never mentions;
@@ -50,14 +50,15 @@ def user_faults(domain: Domain, task: Task, episode: Episode) -> list[UserFault]
     """Every way the user left its instruction, in the order it happened (at most one per user message)."""
     messages = episode.messages
     given = instruction_text(task)
+    given_values = set(value_tokens(given))
     allowed_wishes = wishes(given)
     requests = [[normalise(w) for r in (req, req.revised()) for w in (r.text, *r.variants) if w.strip()] for req in task.user.requests]
     stated = [False] * len(requests)
-    heard = ""  # what the agent has said to the user so far
+    heard: set[str] = set()  # the values the agent has said to the user so far
     faults: list[UserFault] = []
     for i, m in enumerate(messages):
         if to_user(m):
-            heard += "\n" + normalise(m.content)
+            heard.update(value_tokens(m.content))
             continue
         if not from_user(m):
             continue
@@ -66,23 +67,23 @@ def user_faults(domain: Domain, task: Task, episode: Episode) -> list[UserFault]
             stated[k] = stated[k] or any(w in said for w in wordings)
         asked = _previous_to_user(messages, i)
         ask = messages[asked].content if asked is not None else None
-        fault = _fault(i, said, m.content, ask, given, heard, allowed_wishes, stated, task)
+        fault = _fault(i, said, m.content, ask, given_values | heard, allowed_wishes, stated)
         if fault is None and asked is not None and asks_question(ask):
-            fault = _withheld(i, ask, messages[i + 1:], said, task)
+            fault = _withheld(i, ask, said, task)
         if fault is not None:
             faults.append(fault)
     return faults
 
 
-def _fault(i: int, said: str, raw: str | None, ask: str | None, given: str, heard: str, allowed_wishes: set[str],
-           stated: list[bool], task: Task) -> UserFault | None:
+def _fault(i: int, said: str, raw: str | None, ask: str | None, known: set[str], allowed_wishes: set[str],
+           stated: list[bool]) -> UserFault | None:
     if _stops(raw):
         if ask is not None and (asks_confirmation(ask) or asks_question(ask)):
             return UserFault(kind="stop", index=i, detail="ended the conversation while the agent waited for an answer")
         if not all(stated):
             missing = stated.index(False)
             return UserFault(kind="stop", index=i, detail=f"ended the conversation before stating request {missing + 1}")
-    new = [t for t in value_tokens(said) if t not in given and t not in heard]
+    new = [t for t in value_tokens(said) if t not in known]
     if new:
         return UserFault(kind="wrong_value", index=i, detail=f"stated {new[0]!r}, which its instruction does not hold")
     invented = wishes(said) - allowed_wishes
@@ -94,21 +95,21 @@ def _fault(i: int, said: str, raw: str | None, ask: str | None, given: str, hear
     return None
 
 
-def _withheld(i: int, ask: str | None, later: list[Message], said: str, task: Task) -> UserFault | None:
-    """Asked for a detail it holds, the user gave no value and never gave it later."""
+def _withheld(i: int, ask: str | None, said: str, task: Task) -> UserFault | None:
+    """Asked for a detail it holds, the user answered with none of its details and no other value."""
     if value_tokens(said) or affirms(said):
         return None
-    question = normalise(ask)
-    held = {**task.user.known_info}
+    held: dict[str, set[str]] = {key: {normalise(v)} for key, v in task.user.known_info.items()}
     for request in task.user.requests:
-        held.update(request.revised().facts)
-    for key, value in held.items():
+        for key, value in (*request.facts.items(), *request.revised().facts.items()):
+            held.setdefault(key, set()).add(normalise(value))
+    if any(v and v in said for values in held.values() for v in values):
+        return None
+    question = normalise(ask)
+    for key in held:
         word = _DETAIL_WORDS.get(key, re.escape(key.replace("_", " ")))
-        if not re.search(rf"\b{word}", question):
-            continue
-        v = normalise(value)
-        if v and v not in said and not any(v in normalise(m.content) for m in later if from_user(m)):
-            return UserFault(kind="withhold", index=i, detail=f"asked for its {key}, which it holds, and never gave it")
+        if re.search(rf"\b{word}", question):
+            return UserFault(kind="withhold", index=i, detail=f"asked for its {key}, which it holds, and did not give it")
     return None
 
 

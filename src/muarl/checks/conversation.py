@@ -151,7 +151,7 @@ def denies(text: str | None) -> bool:
 
 # ---------------------------------------------------------------- values and claims
 
-_VALUE_TOKEN = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|#?[a-z0-9_][\w:-]*\d[\w:-]*")
+_VALUE_TOKEN = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|#?\w[\w:-]*")
 
 
 def value_tokens(text: str | None) -> list[str]:
