@@ -52,7 +52,9 @@ def user_faults(domain: Domain, task: Task, episode: Episode) -> list[UserFault]
     given = instruction_text(task)
     given_values = set(value_tokens(given))
     allowed_wishes = wishes(given)
-    requests = [[normalise(w) for r in (req, req.revised()) for w in (r.text, *r.variants) if w.strip()] for req in task.user.requests]
+    # a request is stated when one of its wordings, or one of its details, is said (an LLM user words it its own way)
+    requests = [[normalise(w) for r in (req, req.revised()) for w in (r.text, *r.variants, *r.facts.values()) if w.strip()]
+                for req in task.user.requests]
     stated = [False] * len(requests)
     heard: set[str] = set()  # the values the agent has said to the user so far
     faults: list[UserFault] = []
@@ -68,7 +70,7 @@ def user_faults(domain: Domain, task: Task, episode: Episode) -> list[UserFault]
         asked = _previous_to_user(messages, i)
         ask = messages[asked].content if asked is not None else None
         fault = _fault(i, said, m.content, ask, given_values | heard, allowed_wishes, stated)
-        if fault is None and asked is not None and asks_question(ask):
+        if fault is None and asked is not None and asks_question(ask) and not asks_confirmation(ask):
             fault = _withheld(i, ask, said, task)
         if fault is not None:
             faults.append(fault)
