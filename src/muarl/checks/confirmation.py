@@ -18,7 +18,7 @@ even when the user clearly knew what was meant, and a value written in another f
 
 from __future__ import annotations
 
-from muarl.checks.conversation import affirms, agent_calls, asks_confirmation, evidence, from_user, leaf_values, normalise, to_user
+from muarl.checks.conversation import affirms, agent_calls, asks_confirmation, evidence, leaf_values, normalise, said_by_user, said_to_user, texts
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -43,20 +43,22 @@ def confirmed_before_write(domain: Domain, task: Task, episode: Episode) -> Chec
 
 def _unconfirmed(messages, write_index: int, arguments: dict) -> tuple[str | None, tuple[int, ...]]:
     """Why the write at ``write_index`` was not confirmed (None if it was), and the messages that show it."""
-    reply = next((i for i in range(write_index - 1, -1, -1) if from_user(messages[i])), None)
-    if reply is None:
+    heard = [i for i in said_by_user(messages) if i < write_index]
+    if not heard:
         return "no user message before the write", ()
+    reply = heard[-1]
     if not affirms(messages[reply].content):
         return "the user's last message before the write does not affirm it", (reply,)
-    ask = next((i for i in range(reply - 1, -1, -1) if to_user(messages[i])), None)
+    told = [i for i in said_to_user(messages) if i < reply]
+    ask = told[-1] if told else None
     if ask is None or not asks_confirmation(messages[ask].content):
         return "the agent did not ask for confirmation before the user's reply", (reply,) if ask is None else (ask, reply)
-    asked = normalise(messages[ask].content)
-    said_by_user = " ".join(normalise(m.content) for m in messages[:write_index] if from_user(m))
-    shown_by_tools = " ".join(normalise(m.content) for m in messages[:write_index] if m.role == "tool")
+    text = texts(messages)
     for value in leaf_values(arguments):
         v = normalise(value)
-        internal = v in shown_by_tools and v not in said_by_user  # an id the agent looked up: need not be said
-        if v not in asked and not internal:
+        if v in text[ask]:
+            continue
+        shown_by_tools = any(v in text[i] for i in range(write_index) if messages[i].role == "tool")
+        if not shown_by_tools or any(v in text[i] for i in heard):  # an id the agent looked up need not be said
             return f"the value {value!r} written was not the one confirmed", (ask, reply)
     return None, ()

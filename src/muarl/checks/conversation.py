@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from muarl.types import Evidence, Message, Task
@@ -52,24 +53,87 @@ class AgentCall:
     index: int  # the assistant message holding the call
     name: str
     raw_arguments: str
-    arguments: dict[str, Any] | None  # None when they are not a JSON object
     result_index: int | None  # the tool message answering it
     result: str
+
+    @cached_property
+    def arguments(self) -> dict[str, Any] | None:
+        """The arguments as the loop ran them; None when they are not a JSON object (the loop's stricter
+        checks, nesting and NaN, are the malformed-call check's business: it reads the loop's refusal)."""
+        try:
+            value = json.loads(self.raw_arguments) if self.raw_arguments.strip() else {}
+        except (ValueError, RecursionError):
+            return None
+        return value if isinstance(value, dict) else None
 
     @property
     def ok(self) -> bool:
         """Ran and was not refused (the loop writes every failure as a tool message starting ``Error:``)."""
         return self.result_index is not None and not self.result.startswith("Error")
 
-    def identity(self) -> str:
-        """The call's name and arguments in one canonical text, to compare two calls."""
-        args = self.raw_arguments if self.arguments is None else json.dumps(self.arguments, sort_keys=True, default=str)
-        return f"{self.name}\x00{args}"
+    def identity(self) -> tuple[str, str]:
+        """The call's name and arguments as written, to compare two calls."""
+        return (self.name, self.raw_arguments)
+
+
+class _Texts:
+    """Each message's text, normalised on first use (tool results can be long, and most are never compared)."""
+
+    def __init__(self, messages: Sequence[Message]):
+        self.messages = messages
+        self.cache: dict[int, str] = {}
+
+    def __getitem__(self, index: int) -> str:
+        text = self.cache.get(index)
+        if text is None:
+            text = self.cache[index] = normalise(self.messages[index].content)
+        return text
+
+
+class _LastEpisode:
+    """What the checks read of the episode they are judging, computed once for all of them: they run one after
+    the other on the same ``messages`` list (kept here, so a new list is never mistaken for it)."""
+
+    messages: Sequence[Message] | None = None
+    length = 0
+    calls: list[AgentCall] = []
+    texts: _Texts
+    said: list[int] = []  # indices of the agent's messages to the user
+    heard: list[int] = []  # indices of the user's messages
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> type[_LastEpisode]:
+        if cls.messages is not messages or cls.length != len(messages):
+            cls.messages, cls.length = messages, len(messages)
+            cls.calls = _agent_calls(messages)
+            cls.texts = _Texts(messages)
+            cls.said = [i for i, m in enumerate(messages) if to_user(m)]
+            cls.heard = [i for i, m in enumerate(messages) if from_user(m)]
+        return cls
 
 
 def agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
     """Every tool call the agent made, paired with the tool message that answers it (by id among the messages
     that follow, else by position)."""
+    return _LastEpisode.of(messages).calls
+
+
+def texts(messages: Sequence[Message]) -> _Texts:
+    """Each message's text, normalised (indexed like ``messages``)."""
+    return _LastEpisode.of(messages).texts
+
+
+def said_to_user(messages: Sequence[Message]) -> list[int]:
+    """Indices of the agent's messages to the user (:func:`to_user`)."""
+    return _LastEpisode.of(messages).said
+
+
+def said_by_user(messages: Sequence[Message]) -> list[int]:
+    """Indices of the user's messages to the agent (:func:`from_user`)."""
+    return _LastEpisode.of(messages).heard
+
+
+def _agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
     calls: list[AgentCall] = []
     for i, m in enumerate(messages):
         if m.role != "assistant" or not m.tool_calls:
@@ -86,11 +150,7 @@ def agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
                 match = replies[k]
             if match is not None:
                 unused.remove(match)
-            try:
-                arguments = call.parsed_arguments()
-            except ValueError:
-                arguments = None
-            calls.append(AgentCall(i, call.name, call.arguments, arguments, match,
+            calls.append(AgentCall(i, call.name, call.arguments, match,
                                    (messages[match].content or "") if match is not None else ""))
     return calls
 
@@ -181,13 +241,16 @@ CLAIM_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 _CLAIM_LEAD = r"\b(?:i|i've|i have|we|we've|we have|has been|have been|was|were|is now|are now|successfully|now)\s+(?:\w+\s+){0,2}?"
 _CLAIMS = {family: re.compile(_CLAIM_LEAD + rf"({verbs})\b") for family, (verbs, _) in CLAIM_FAMILIES.items()}
+_ANY_CLAIM_VERB = re.compile(r"\b(" + "|".join(verbs for verbs, _ in CLAIM_FAMILIES.values()) + r")\b")
 _NEGATED = re.compile(r"\b(not|never|unable|cannot|can't|couldn't|won't|wasn't|weren't|hasn't|haven't|didn't|failed)\b|n't\b")
 
 
 def action_claims(text: str | None) -> list[tuple[str, str]]:
     """(family, sentence) for each sentence of an agent's message that says an action was done: not a question,
     not negated ("could not be cancelled"), not a plan ("I will update")."""
-    claims = []
+    claims: list[tuple[str, str]] = []
+    if not _ANY_CLAIM_VERB.search(normalise(text)):
+        return claims
     for sentence in re.split(r"(?<=[.!?;])\s+|\n+", normalise(text)):
         if "?" in sentence or _NEGATED.search(sentence):
             continue

@@ -7,17 +7,17 @@
   between: it did not read the first answer.
 - ``turns_vs_oracle``: the agent's turns against the turns the oracle's plan takes on the same task (its value
   is the ratio); more than half again as many, and at least two more, fails.
-- ``turns_after_completion``: on a solved task, the agent turns after it was complete (the last call that changed
-  the state to its final, gold one, and every required output said; the value). Ending the conversation
-  late is normal (a closing report, the user's "anything else"); talking on until the episode is cut for
-  length is the failure. The state is found by running the agent's non-read calls again on a fresh state
-  of the domain, so worlds where the user changes the state too (dual control) are not checked.
+- ``turns_after_completion``: on a solved task, the agent turns after it was complete (its last non-read call
+  that was not refused, which on a solved task left the gold state, and every required output said; the
+  value). Ending the conversation late is normal (a closing report, the user's "anything else"); talking on
+  until the episode is cut for length is the failure. A write that changed nothing still counts as the last
+  change, and worlds where the user changes the state too (dual control) are not checked.
 """
 
 from __future__ import annotations
 
-from muarl.checks.conversation import agent_calls, evidence, normalise, to_user
-from muarl.domains.base import Domain, GoldReplayError
+from muarl.checks.conversation import agent_calls, evidence, normalise, said_to_user, texts
+from muarl.domains.base import Domain
 from muarl.models.oracle import planned_turns
 from muarl.types import CheckVerdict, Episode, Message, Task
 
@@ -48,7 +48,7 @@ def malformed_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdic
     offered = domain.task_tools(task)
     bad = []
     for c in calls:
-        if c.result_index is None:
+        if c.result_index is None or c.ok:  # a call that ran had a known tool and arguments that fit
             continue
         if c.arguments is None or c.name not in offered or c.result.startswith(MALFORMED):
             bad.append(c)
@@ -70,8 +70,8 @@ def repeated_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     messages = episode.messages
     repeats = []
     for before, after in zip(calls, calls[1:]):
-        between = messages[before.index + 1:after.index]
-        if before.identity() == after.identity() and not any(to_user(m) or m.role == "user" for m in between):
+        if before.identity() == after.identity() and not any(messages[i].role in ("user", "assistant") and not messages[i].tool_calls
+                                                              for i in range(before.index + 1, after.index)):
             repeats.append(after)
     if repeats:
         return CheckVerdict(check="repeated_calls", status="fail", detail=f"{len(repeats)} call(s) repeated its previous call",
@@ -79,9 +79,21 @@ def repeated_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     return CheckVerdict(check="repeated_calls", status="pass", value=0)
 
 
+_PLANNED: dict[int, tuple[Task, int]] = {}  # id(task) -> (task, the oracle's turns): a plan depends on the task alone
+
+
+def _oracle_turns(domain: Domain, task: Task) -> int:
+    hit = _PLANNED.get(id(task))
+    if hit is None or hit[0] is not task:
+        if len(_PLANNED) > 50_000:
+            _PLANNED.clear()
+        hit = _PLANNED[id(task)] = (task, planned_turns(task, domain.task_tools(task).specs()))
+    return hit[1]
+
+
 def turns_vs_oracle(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     try:
-        reference = planned_turns(task, domain.task_tools(task).specs())
+        reference = _oracle_turns(domain, task)
     except Exception as exc:  # noqa: BLE001 - a task the oracle cannot plan (no gold actions it understands)
         return CheckVerdict(check="turns_vs_oracle", status="not_applicable", detail=f"no oracle plan: {type(exc).__name__}")
     if reference <= 0:
@@ -100,10 +112,9 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
         return CheckVerdict(check=name, status="not_applicable", detail="the user changes the state too (dual control)")
     messages = episode.messages
     complete = _state_reached(domain, task, messages)
-    if complete is None:
-        return CheckVerdict(check=name, status="not_applicable", detail="the final state could not be reproduced")
+    text = texts(messages)
     for output in task.outputs:
-        said = next((i for i, m in enumerate(messages) if to_user(m) and normalise(output) in normalise(m.content)), None)
+        said = next((i for i in said_to_user(messages) if normalise(output) in text[i]), None)
         complete = max(complete, said if said is not None else len(messages))
     if complete == 0 and not task.outputs:
         return CheckVerdict(check=name, status="not_applicable", detail="the task asks for no change and no fact")
@@ -114,25 +125,9 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
                         evidence=proof, value=len(after))
 
 
-def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int | None:
-    """Index of the agent message whose call last changed the state (0: it never changed), by running the
-    agent's non-read calls again on a fresh state; None when that does not end in the gold state."""
+def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int:
+    """Index of the agent message whose call last changed the state (0: none did): its last non-read call that
+    ran without being refused, as the episode is solved and so ended in the gold state."""
     tools = domain.task_tools(task)
-    state = domain.new_state(task)
-    last_change, current = 0, state.hash()
-    for call in agent_calls(messages):
-        tool = tools.get(call.name)
-        if tool is None or tool.kind == "read" or call.arguments is None or not call.ok:
-            continue
-        try:
-            tool(state, call.arguments)
-        except Exception:  # noqa: BLE001 - refused now as it was then: no change
-            continue
-        now = state.hash()
-        if now != current:
-            last_change, current = call.index, now
-    try:
-        gold = domain.gold_hash(task)
-    except GoldReplayError:
-        return None
-    return last_change if current == gold else None
+    changed = [c.index for c in agent_calls(messages) if c.ok and (t := tools.get(c.name)) is not None and t.kind != "read"]
+    return changed[-1] if changed else 0

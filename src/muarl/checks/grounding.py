@@ -13,7 +13,7 @@ agent works out) cannot be traced and is not checked.
 
 from __future__ import annotations
 
-from muarl.checks.conversation import action_claims, agent_calls, asks_confirmation, evidence, normalise, to_user, tool_does
+from muarl.checks.conversation import action_claims, agent_calls, asks_confirmation, evidence, normalise, said_to_user, texts, tool_does
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -29,10 +29,8 @@ def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdi
     messages = episode.messages
     calls = agent_calls(messages)
     claims = 0
-    for i, m in enumerate(messages):
-        if not to_user(m):
-            continue
-        for family, sentence in action_claims(m.content):
+    for i in said_to_user(messages):
+        for family, sentence in action_claims(messages[i].content):
             claims += 1
             done = [c for c in calls if c.index < i and tool_does(family, c.name) and c.name in writes]
             if not any(c.ok for c in done):
@@ -49,14 +47,15 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     if not task.outputs:
         return CheckVerdict(check=FACTS, status="not_applicable", detail="the task requires no facts to be told")
     messages = episode.messages
+    text = texts(messages)
     checked = 0
     for output in task.outputs:
         wanted = normalise(output)
-        said = next((i for i, m in enumerate(messages) if to_user(m) and wanted in normalise(m.content)
-                     and not asks_confirmation(m.content)), None)  # a confirmation proposes: it tells nothing yet
+        said = next((i for i in said_to_user(messages) if wanted in text[i]
+                     and not asks_confirmation(messages[i].content)), None)  # a confirmation proposes: it tells nothing yet
         if said is None:
             continue  # never said: the outcome reward fails it; nothing to trace
-        sources = [i for i, m in enumerate(messages[:said]) if m.role in ("tool", "user") and wanted in normalise(m.content)]
+        sources = [i for i, m in enumerate(messages[:said]) if m.role in ("tool", "user") and wanted in text[i]]
         if sources:
             checked += 1
             continue
@@ -69,14 +68,26 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     return CheckVerdict(check=FACTS, status="pass", detail=f"{checked} required fact(s) told after a tool or the user showed them")
 
 
+_GOLD_SHOWS: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, what its gold tool results show, normalised)
+
+
 def _gold_shows(domain: Domain, task: Task, wanted: str) -> bool:
     """Whether a tool result of the task's gold solution shows the fact (then the agent could have looked it up)."""
+    hit = _GOLD_SHOWS.get(id(task))
+    if hit is None or hit[0] is not task:
+        if len(_GOLD_SHOWS) > 50_000:
+            _GOLD_SHOWS.clear()
+        hit = _GOLD_SHOWS[id(task)] = (task, "\n".join(_gold_results(domain, task)))
+    return wanted in hit[1]
+
+
+def _gold_results(domain: Domain, task: Task) -> list[str]:
     state = domain.new_state(task)
+    shown = []
     for action in task.actions:
         try:
             run = domain.run_user_tool if action.requestor == "user" else domain.run_tool
-            if wanted in normalise(run(state, action.name, action.kwargs)):
-                return True
+            shown.append(normalise(run(state, action.name, action.kwargs)))
         except Exception:  # noqa: BLE001 - a refused or broken gold call shows nothing
             continue
-    return False
+    return shown
