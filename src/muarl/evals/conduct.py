@@ -114,10 +114,11 @@ def conduct(episodes: Sequence[Episode], ks: Sequence[int] | None = None, bootst
     first = [(ep, f"#{ep.attribution.evidence[0].index} {ep.attribution.evidence[0].quote}" if ep.attribution and ep.attribution.evidence else "")
              for ep in failed]
     kept = [ep for ep in episodes if not is_user_fault(ep)]
-    return ConductSummary(
+    as_scored = summarise(episodes, ks=ks, bootstrap=0)
+    return ConductSummary(  # the same k both ways: a task keeps in pass^k the trials it has left
         checks=[rates[n] for n in names], labels={k: labels.get(k, 0) for k in LABELS}, failed=len(failed),
-        unjudged=sum(ep.checks is None for ep in episodes), as_scored=summarise(episodes, ks=ks, bootstrap=0),
-        without_user_faults=summarise(kept, ks=ks, bootstrap=0), failures=first,
+        unjudged=sum(ep.checks is None for ep in episodes), as_scored=as_scored,
+        without_user_faults=summarise(kept, ks=list(as_scored.pass_hat_k) or None, bootstrap=0), failures=first,
     )
 
 
