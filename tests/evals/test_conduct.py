@@ -76,3 +76,17 @@ def test_training_step_scalars(faulty_run):
     assert scalars["check_violation/confirmed_before_write"] == 0.0 and scalars["grounded_claim_failure_rate"] == 0.0
     assert {k: v for k, v in episode_metrics(episodes).items() if k in scalars} == scalars
     assert conduct(episodes).labels["user"] == failed
+
+
+def test_suite_tables_carry_the_checks_and_user_faults(faulty_run):
+    from muarl.domains import load_domain
+    from muarl.evals.suite import CategoryResult, SuiteEntry, SuiteReport, report_tables, score_category
+
+    _, episodes = faulty_run
+    tasks = load_domain("clinic-lite").tasks("test")[:12]
+    result = CategoryResult("demo", "clinic-lite", "clinic-lite", "test", "ran")
+    score_category(result, SuiteEntry(category="clinic-lite", domain="clinic-lite"), tasks, episodes, bootstrap=0)
+    failed = sum(not ep.reward.success for ep in episodes)
+    assert result.user_faults == failed > 0 and result.checks["confirmed_before_write"] == 1.0
+    header, row = report_tables(SuiteReport(categories=[result]))["demo"]
+    assert dict(zip(header, row))["confirmed %"] == "100.0" and dict(zip(header, row))["user faults"] == str(failed)
