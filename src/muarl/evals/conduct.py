@@ -122,6 +122,18 @@ def conduct(episodes: Sequence[Episode], ks: Sequence[int] | None = None, bootst
     )
 
 
+def check_pass_rate(episodes: Sequence[Episode], name: str) -> float | None:
+    """The share of the episodes check ``name`` applies to that passed it (None: it applies to none)."""
+    verdicts = [v.status == "pass" for ep in episodes for v in ep.checks or [] if v.check == name and v.status in ("pass", "fail")]
+    return sum(verdicts) / len(verdicts) if verdicts else None
+
+
+def check_mean_value(episodes: Sequence[Episode], name: str) -> float | None:
+    """The mean of check ``name``'s measured value over the episodes it applies to (None: it applies to none)."""
+    values = [v.value for ep in episodes for v in ep.checks or [] if v.check == name and v.status in ("pass", "fail") and v.value is not None]
+    return sum(values) / len(values) if values else None
+
+
 def conduct_scalars(episodes: Sequence[Episode]) -> dict[str, float]:
     """For a training step: each check's violation rate over the episodes it applies to, and over all judged
     episodes the share whose failure is the user's and the share that claimed an action never done."""
