@@ -405,6 +405,9 @@ class Attribution(_Model):
 
     label: FailureLabel
     reason: str
+    # rules: a rule decided; default: no rule did and the agent is blamed by default (what a judge is asked about);
+    # judge: an LLM judge decided (or, as ``undecided``, could not)
+    source: Literal["rules", "default", "judge"] = "rules"
     evidence: list[Evidence] = Field(default_factory=list)
     user_faults: list[UserFault] = Field(default_factory=list)  # what the user-fault rules found
 

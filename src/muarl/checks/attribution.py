@@ -3,7 +3,9 @@
 - ``infra``: the episode errored (a model, user or tool server failed after its retries); it has no reward.
 - ``task``: the task's gold actions do not run (its gold end state cannot be reached as written).
 - ``user``: the simulated user left its instruction (:func:`user_faults`); the first such fault is the evidence.
-- ``agent``: everything else; the evidence is the first failed check, or what the outcome reward missed.
+- ``agent``: everything else; the evidence is the first failed check, or else (no rule decided: ``source`` is
+  ``default``) what the outcome reward missed. Those are what an LLM judge (:mod:`muarl.evals.attribution_judge`)
+  is asked about.
 
 The user-fault rules compare what the user said with what it was given to say (:func:`instruction_text`: its
 instruction, identity and every wording of its structured requests) and with what the agent asked:
@@ -17,8 +19,7 @@ instruction, identity and every wording of its structured requests) and with wha
 - ``ignore_confirmation``: asked to confirm, it neither agreed, nor refused, nor changed what it asked for.
 
 They read words, not meaning: an LLM user paraphrasing "modify" as "switch" passes unseen, and one echoing a
-value the agent said in another form counts as stating a new one. What rules cannot decide goes to an optional
-judge (not built in).
+value the agent said in another form counts as stating a new one.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def attribute(domain: Domain, task: Task, episode: Episode, checks: list[CheckVe
     failed = next((v for v in checks if v.status == "fail"), None)
     if failed is not None:
         return Attribution(label="agent", reason=f"{failed.check}: {failed.detail}"[:300], evidence=failed.evidence)
-    return Attribution(label="agent", reason=_outcome_miss(episode), evidence=_last_agent(episode))
+    return Attribution(label="agent", reason=_outcome_miss(episode), evidence=_last_agent(episode), source="default")
 
 
 def _outcome_miss(episode: Episode) -> str:

@@ -1,9 +1,11 @@
 """``muarl eval RUN_DIR``: pass^k, pass@k, mean reward, confidence intervals and per-task verdicts;
-``--checks``: also the trajectory checks and whose fault each failure is (:mod:`muarl.evals.conduct`);
+``--checks``: also the trajectory checks and whose fault each failure is (:mod:`muarl.evals.conduct`), with
+``--judge openai:MODEL`` an LLM judge for the failures no rule decided (:mod:`muarl.evals.attribution_judge`);
 ``--compare OTHER_RUN``: the paired comparison of two runs on the tasks both finished."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -117,6 +119,28 @@ def _task_finder(data_dir: str | None):  # noqa: ANN202
     return find
 
 
+def _judge(episodes: list[Episode], find, run: str, spec: str, base_url: str | None, key_env: str, timeout: float,  # noqa: ANN001
+           max_retries: int) -> list[Episode]:
+    """The episodes with the failures no rule decided judged by an LLM (verdicts cached beside the run's episodes)."""
+    from muarl.evals.attribution_judge import CACHE_FILE, VerdictCache, judge_undecided
+    from muarl.models.openai_client import client_for
+
+    try:
+        client = client_for(spec, base_url, "--judge-base-url", key_env, timeout=timeout, max_retries=max_retries)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    tasks = {(ep.split, ep.task_id): found[1] for ep in episodes if (found := find(ep)) is not None}
+    cache = VerdictCache(episodes_path(run).parent / CACHE_FILE)
+
+    async def go() -> list[Episode]:
+        try:
+            return await judge_undecided(episodes, tasks, client, cache)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
 def _load(run: str, transcripts: bool = False) -> tuple[list[Episode], int]:
     """The run's latest episode per (task, trial) and its number of unreadable lines."""
     episodes, bad = read_episodes(episodes_path(run), outcomes_only=not transcripts)
@@ -137,15 +161,31 @@ def _load(run: str, transcripts: bool = False) -> tuple[list[Episode], int]:
 @click.option("--checks", "with_checks", is_flag=True,
               help="Also report the trajectory checks (pass rate per check) and whose fault each failure is; recomputed for episodes written before them.")
 @click.option("--data-dir", help="Data directory of the run's domain, for recomputing checks (τ-bench: default $MUARL_SHARED_DATA or ../shared/data).")
+@click.option("--judge", help="openai:MODEL: with --checks, an LLM judge for the failures no rule decided (cached per episode in the run directory).")
+@click.option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+@click.option("--judge-api-key-env", default="OPENAI_API_KEY", show_default=True, help="Environment variable holding the judge endpoint's key.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per judge request.")
+@click.option("--max-retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per judge request before its episode is left undecided.")
 def evaluate(run: str, ks: tuple[int, ...], as_json: bool, per_task: bool, bootstrap: int, other: str | None, with_checks: bool,
-             data_dir: str | None) -> None:
+             data_dir: str | None, judge: str | None, judge_base_url: str | None, judge_api_key_env: str, timeout: float,
+             max_retries: int) -> None:
     """Score a run directory (or an episodes JSONL file), or compare it with another (--compare)."""
     if other is not None and (ks or per_task or with_checks):
         raise click.UsageError("--k, --per-task and --checks do not apply to --compare (it compares pass^1 task by task)")
+    if judge is not None and not with_checks:
+        raise click.UsageError("--judge decides failures the attribution rules leave open: it needs --checks")
+    if judge is not None and not judge.startswith("openai:"):
+        raise click.UsageError(f"--judge {judge!r}: use openai:MODEL with --judge-base-url")
     latest, bad = _load(run, transcripts=with_checks)
     if other is None:
         summary = summarise(latest, ks=list(ks) or None, bootstrap=bootstrap)
-        behaviour = conduct(judged(latest, _task_finder(data_dir)), ks=list(ks) or None) if with_checks else None
+        behaviour = None
+        if with_checks:
+            find = _task_finder(data_dir)
+            latest = judged(latest, find)
+            if judge is not None:
+                latest = _judge(latest, find, run, judge, judge_base_url, judge_api_key_env, timeout, max_retries)
+            behaviour = conduct(latest, ks=list(ks) or None)
         if as_json:
             click.echo(json.dumps({**summary.to_json(), **({"conduct": behaviour.to_json()} if behaviour else {})}))
         elif summary.n_tasks:
