@@ -72,7 +72,7 @@ def test_a_user_who_states_a_value_its_instruction_does_not_hold_is_at_fault():
 
 
 def test_a_user_who_asks_for_an_action_its_instruction_never_mentions_is_at_fault():
-    invented = run([LOOK_UP], [OPENING + " Also, cancel my appointment tomorrow.", "Bye ###STOP###"])
+    invented = run([LOOK_UP], [OPENING + " Also, please cancel my appointment tomorrow.", "Bye ###STOP###"])
     assert faults(invented)[0] == ("invent", 1)
     within = run([LOOK_UP], [OPENING + " Can you update it today?", "Bye ###STOP###"])
     assert "invent" not in [k for k, _ in faults(within)]
@@ -92,3 +92,12 @@ def test_an_agent_failure_is_labelled_with_its_first_failed_check():
     label = attribute(LITE, TASK, episode)
     assert label.label == "agent" and label.reason.startswith("confirmed_before_write")
     assert [e.index for e in label.evidence] == [1, 4]
+
+
+def test_nouns_ordinals_and_parts_of_a_value_are_not_user_faults():
+    """What real LLM users say (τ-bench's recorded gpt-4o runs): an action named as a noun, a date as an ordinal,
+    part of a value its instruction holds."""
+    for line in (OPENING + " Thanks for the update, and for the return of my call.", OPENING.replace("Hi,", "Hi on March 2nd,"),
+                 OPENING + " I was born in 1968."):
+        episode = run([LOOK_UP], [line, "Bye ###STOP###"])
+        assert [k for k, _ in faults(episode) if k in ("invent", "wrong_value")] == [], line

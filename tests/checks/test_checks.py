@@ -95,9 +95,13 @@ def test_a_write_after_the_user_changed_its_mind_needs_a_new_confirmation():
     assert episode.reward.state_match  # the outcome reward cannot see it
 
 
-def test_confirming_without_stating_the_details_fails():
-    episode = run([LOOK_UP, say("Shall I proceed with that?"), WRITE_FINAL, DONE], [f"Hi, I'm Benedikt ({EMAIL}), my new phone is {FINAL}.", "Yes.", "Bye ###STOP###"])
-    assert verdict(episode, "confirmed_before_write").status == "fail"
+def test_a_new_confirmation_must_state_the_revised_value():
+    vague = run([LOOK_UP, confirm(FIRST), say("Shall I proceed with that?"), WRITE_FINAL, DONE], [OPENING, REVISE, "Yes.", "Bye ###STOP###"])
+    v = verdict(vague, "confirmed_before_write")
+    assert v.status == "fail" and "after the previous ask" in v.detail and indices(v) == [6, 7, 8]
+    settled = run([LOOK_UP, say("Please confirm that you would like me to go ahead with this change."), WRITE_FINAL, DONE],
+                  [f"Hi, I'm Benedikt ({EMAIL}), my new phone is {FINAL}.", "Yes.", "Bye ###STOP###"])
+    assert verdict(settled, "confirmed_before_write").status == "pass"  # details settled before the first ask need no restating
 
 
 def test_a_claim_without_a_call_fails_and_after_a_successful_call_passes():

@@ -173,23 +173,30 @@ def leaf_values(value: Any) -> Iterator[str]:
 # ---------------------------------------------------------------- asks and replies
 
 _ASKS_CONFIRMATION = re.compile(
-    r"\b(confirm|proceed|go ahead|shall i|should i|would you like me to|do you want me to|is that correct|is that right|yes or no|yes/no)\b"
+    r"\b(confirm|proceed|go ahead|shall i|should i|would you like|do you want|is that correct|is that right"
+    r"|does (?:this|that|everything) look|yes or no|yes/no)\b"
 )
+_REQUESTS = re.compile(r"\?|\b(please|let me know|kindly)\b")
 _CLOSING_QUESTION = re.compile(r"\b(anything else|something else|any other|anything more|further questions|else i can)\b")
 _AFFIRMS = re.compile(r"\b(yes|yeah|yep|yup|sure|correct|confirm|confirmed|go ahead|please do|proceed|ok|okay|that's right|that is right|sounds good|do it)\b")
 _DENIES = re.compile(r"\b(no|nope|not|don't|do not|instead|actually|wait|hold on|changed my mind|rather|never mind)\b")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentences(text: str) -> list[str]:
+    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if p.strip()]
 
 
 def last_sentence(text: str) -> str:
-    parts = [p for p in _SENTENCE_END.split(text.strip()) if p]
+    parts = sentences(text)
     return parts[-1] if parts else ""
 
 
 def asks_confirmation(text: str | None) -> bool:
-    """A question asking the user to approve an action ("... Shall I proceed? (yes/no)")."""
-    t = normalise(text)
-    return "?" in t and bool(_ASKS_CONFIRMATION.search(t))
+    """The message ends by asking the user to approve an action: one of its last two sentences asks or requests
+    ("... Shall I proceed? (yes/no)", "Please confirm if you would like to proceed."), in words of approval.
+    "I have confirmed it. Anything else?" does not."""
+    tail = (text or "")[-600:]  # the last two sentences are in it (long tables of details come before)
+    return any(_ASKS_CONFIRMATION.search(s) and _REQUESTS.search(s) for s in sentences(normalise(tail))[-2:])
 
 
 def asks_question(text: str | None) -> bool:
@@ -211,6 +218,7 @@ def denies(text: str | None) -> bool:
 
 # ---------------------------------------------------------------- values and claims
 
+_ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
 _VALUE_TOKEN = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|#?\w[\w:-]*")
 
 
@@ -219,7 +227,7 @@ def value_tokens(text: str | None) -> list[str]:
     the things a user can state wrongly."""
     found = []
     for token in _VALUE_TOKEN.findall(normalise(text)):
-        token = token.strip(".-:_")
+        token = _ORDINAL.sub(r"\1", token.strip(".-:_"))  # "20th" is the 20 of "May 20"
         if len(token) >= 3 and any(c.isdigit() for c in token):
             found.append(token)
     return found
@@ -230,16 +238,17 @@ def value_tokens(text: str | None) -> list[str]:
 CLAIM_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "update": (r"updated|changed|modified|edited", ("update", "modify", "change", "edit", "exchange", "reschedule")),
     "cancel": (r"cancell?ed", ("cancel",)),
-    "book": (r"booked|scheduled|reserved", ("book", "schedule", "reserve")),
+    "book": (r"booked|reserved", ("book", "schedule", "reserve", "update", "modify")),  # a change of flights books new ones
     "reschedule": (r"rescheduled|moved", ("reschedule", "update", "modify")),
     "refill": (r"refilled", ("refill",)),
-    "refund": (r"refunded", ("return", "cancel", "refund", "exchange", "pay", "modify")),
+    "refund": (r"refunded", ("return", "cancel", "refund", "exchange", "pay", "modify", "update")),
     "exchange": (r"exchanged", ("exchange", "modify")),
     "return": (r"returned", ("return",)),
     "pay": (r"paid", ("pay",)),
     "send": (r"sent|issued", ("send", "certificate", "issue")),
 }
-_CLAIM_LEAD = r"\b(?:i|i've|i have|we|we've|we have|has been|have been|was|were|is now|are now|successfully|now)\s+(?:\w+\s+){0,2}?"
+# "was booked" mostly tells history ("it was booked within 24 hours"), not what the agent did: not a claim
+_CLAIM_LEAD = r"\b(?:i|i've|i have|we|we've|we have|has been|have been|is now|are now|successfully|now)\s+(?:\w+\s+){0,2}?"
 _CLAIMS = {family: re.compile(_CLAIM_LEAD + rf"({verbs})\b") for family, (verbs, _) in CLAIM_FAMILIES.items()}
 _ANY_CLAIM_VERB = re.compile(r"\b(" + "|".join(verbs for verbs, _ in CLAIM_FAMILIES.values()) + r")\b")
 _NEGATED = re.compile(r"\b(not|never|unable|cannot|can't|couldn't|won't|wasn't|weren't|hasn't|haven't|didn't|failed)\b|n't\b")
@@ -267,17 +276,42 @@ def tool_does(family: str, tool_name: str) -> bool:
 
 # ---------------------------------------------------------------- what the user was told to be and want
 
+# a wish is a verb after words that ask ("I want to cancel", "can you book it", "please update"), not a noun
+# ("my booking", "for the update", "a change of plan", "for the return")
 _WISH_FAMILIES = {
-    "cancel": r"cancel", "book": r"book|reserv", "reschedule": r"reschedul", "refill": r"refill",
-    "return": r"return|refund", "exchange": r"exchang|swap", "modify": r"updat|chang|modif|edit",
+    "cancel": r"cancel|cancelling|canceling", "book": r"book|reserve", "reschedule": r"reschedule|rescheduling",
+    "refill": r"refill|refilling", "return": r"return|returning|refund", "exchange": r"exchange|exchanging|swap",
+    "modify": r"update|updating|modify|modifying|edit|change|changing|upgrade|downgrade",
 }
-WISHES = {family: re.compile(rf"\b({stems})\w*") for family, stems in _WISH_FAMILIES.items()}
+_ASKING = r"\b(?:want|wants|like|need|wish|please|can you|could you|would you|help me|let's|let me|i'll|i will|go ahead and|able to)"
+WISHES = {family: re.compile(rf"{_ASKING}(?:\W+\w+){{0,3}}?\W+({verbs})\b") for family, verbs in _WISH_FAMILIES.items()}
+# kinds of action that doing another one involves: a change of flights books new ones, or is a rescheduling
+IMPLIED = {"modify": {"book", "reschedule"}, "reschedule": {"modify", "book"}}
+# what an instruction mentions, in any form: "you want the cancellation done", "you want to fly to Seattle"
+_MENTIONS = {
+    "cancel": r"cancel", "book": r"book|reserv|fly|flight", "reschedule": r"reschedul", "refill": r"refill",
+    "return": r"return|refund", "exchange": r"exchang|swap", "modify": r"updat|chang|modif|edit|upgrad|downgrad",
+}
+MENTIONS = {family: re.compile(rf"\b({stems})\w*") for family, stems in _MENTIONS.items()}
 
 
 def wishes(text: str | None) -> set[str]:
-    """The kinds of action a text asks for or mentions (cancel, book, return, modify, ...)."""
+    """The kinds of action a user's text asks for, by their verbs (cancel, book, return, modify, ...)."""
     t = normalise(text)
     return {family for family, pattern in WISHES.items() if pattern.search(t)}
+
+
+def mentions(text: str | None) -> set[str]:
+    """The kinds of action a text mentions in any form (an instruction: "the cancellation", "fly", "upgrade"),
+    with those they involve (:data:`IMPLIED`)."""
+    t = normalise(text)
+    found = {family for family, pattern in MENTIONS.items() if pattern.search(t)}
+    return found.union(*(IMPLIED.get(f, set()) for f in found))
+
+
+def holds_value(text: str, token: str) -> bool:
+    """Whether a normalised text holds a value token as a whole ("2001" in "2001-04-12", not "2am" in "12am")."""
+    return re.search(rf"(?<![\w.@]){re.escape(token)}(?![\w@])", text) is not None
 
 
 def instruction_text(task: Task) -> str:

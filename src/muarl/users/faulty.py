@@ -6,7 +6,8 @@ opening (and the opening itself, for the faults that can happen there) is, with 
 or changed by one fault drawn from those of ``kinds`` that fit the moment:
 
 - ``stop``: ends the conversation (``###STOP###``) instead of replying;
-- ``withhold``: asked a question whose answer states a detail, says it would rather not say;
+- ``withhold``: asked a question whose answer states a detail, says it would rather not say, and from then on
+  never gives that detail;
 - ``wrong_value``: a value it states (an email, a phone number, an id, a date) comes out with a digit changed;
 - ``invent``: adds a request for a kind of action its instruction never mentions;
 - ``ignore_confirmation``: asked to confirm, talks of something else.
@@ -23,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import get_args
 
-from muarl.checks.conversation import instruction_text, wishes
+from muarl.checks.conversation import instruction_text, mentions
 from muarl.types import Message, Task, ToolSpec, UserFault
 from muarl.users.base import STOP, UserSession, UserTurn
 from muarl.users.scripted import ScriptedUser, ScriptedUserSession, asks_to_confirm
@@ -32,6 +33,7 @@ FAULT_KINDS: tuple[str, ...] = get_args(UserFault.model_fields["kind"].annotatio
 # its own reading of values and answers, independent of the attribution rules it is the ground truth for
 _VALUE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[\w#-]*\d[\w-]*")
 _GIVES_DETAILS = re.compile(r"^(The \w+ is |Sure, my email is |My name is )")
+_REFUSE = "I'd rather not say that."
 _INVENTED = {"cancel": "cancel", "book": "book", "reschedule": "reschedule", "refill": "refill", "return": "return",
              "exchange": "exchange", "modify": "update"}
 
@@ -58,10 +60,15 @@ class FaultySession(UserSession):
         self.rng = random.Random(f"{task.id}/{seed}/faults")
         self.rate, self.kinds = rate, tuple(kinds)
         self.given = instruction_text(task)
-        self.unasked = [family for family in _INVENTED if family not in wishes(self.given)]
+        self.unasked = [family for family in _INVENTED if family not in mentions(self.given)]
+        self.details = {v for v in task.user.known_info.values()} | {v for r in task.user.requests for q in (r, r.revised())
+                                                                       for v in q.facts.values()}
+        self.withheld: set[str] = set()  # details it refused to give: it never gives them
 
     async def reply(self, history: list[Message]) -> UserTurn:
         turn = await self.inner.reply(history)
+        if any(v in turn.text for v in self.withheld):  # still withholding: the same fault, not a new one
+            return UserTurn(text=_REFUSE, usage=turn.usage)
         if turn.tool_calls or turn.done is not None or self.rng.random() >= self.rate:
             return turn
         opening = all(m.role != "user" for m in history)
@@ -71,6 +78,8 @@ class FaultySession(UserSession):
             return turn
         kind = self.rng.choice(sorted(faults))
         text, detail = faults[kind]
+        if kind == "withhold":
+            self.withheld |= {v for v in self.details if v in turn.text}
         return UserTurn(text=text, done="user_stop" if STOP in text else None, usage=turn.usage,
                         fault=UserFault(kind=kind, index=-1, detail=detail))  # type: ignore[arg-type]
 
@@ -80,7 +89,7 @@ class FaultySession(UserSession):
             return f"I have to go now. {STOP}", "stopped before its requests were done"
         confirming = agent is not None and asks_to_confirm(agent)
         if kind == "withhold" and not opening and not confirming and _GIVES_DETAILS.match(text):
-            return "I'd rather not say that.", "refused to give a detail it holds"
+            return _REFUSE, "refused to give a detail it holds, and never gives it"
         if kind == "ignore_confirmation" and not opening and confirming:
             return "Hmm, let me think about it. Tell me more about your services first.", "talked of something else when asked to confirm"
         if kind == "wrong_value":
