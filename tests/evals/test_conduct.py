@@ -40,7 +40,7 @@ def test_eval_checks_json_counts_labels_and_pass_hat_k_without_user_faults(fault
     assert failed and all(ep.attribution.label == "user" for ep in failed)  # the oracle fails only when its user stops
     result = invoke("eval", str(out), "--checks", "--json")
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)["conduct"]
+    report = json.loads(result.output, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))["conduct"]
     assert report["attribution"]["counts"]["user"] == len(failed) == report["attribution"]["failed_or_errored"]
     assert report["pass_hat_k_without_user_faults"]["1"] == 1.0
     assert report["pass_hat_k_as_scored"]["1"] == pytest.approx(1 - len(failed) / len(episodes))
