@@ -11,8 +11,9 @@ import muarl
 
 SRC = Path(muarl.__file__).parent
 
-# episodes are made and scored here: the vocabulary, the worlds and their scoring, users, models, the loop, rewards
-BELOW = {"types", "errors", "config", "retries", "seeds", "domains", "users", "models", "rollout", "reward", "data"}
+# episodes are made and scored here: the vocabulary, the worlds and their scoring, users, models, the loop, rewards,
+# and the trajectory checks the loop attaches to each episode
+BELOW = {"types", "errors", "config", "retries", "seeds", "domains", "users", "models", "rollout", "reward", "data", "checks"}
 # built on top of them (may use evals)
 ABOVE = {"evals", "synth", "train", "demo", "cli", "integrations"}
 

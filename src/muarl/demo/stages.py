@@ -20,6 +20,7 @@ from typing import Any
 from muarl.config import ConfigError
 from muarl.demo.config import DemoConfig
 from muarl.domains import load_domain
+from muarl.evals.conduct import check_mean_value, check_pass_rate
 from muarl.evals.paired import success_rates
 from muarl.evals.passk import per_task, summarise
 from muarl.models.oracle import DoNothingAgent, OracleAgent
@@ -121,6 +122,9 @@ def score(episodes: list[Episode]) -> dict[str, Any]:
         "mean_reward": summary.to_json()["mean_reward"],
         "malformed_calls_per_episode": extra.get("malformed_calls_per_episode"),
         "turns_per_episode": extra.get("turns_per_episode"), "tool_calls_per_episode": extra.get("tool_calls_per_episode"),
+        # how it behaved (docs/checks.md): a yes to the (revised) value before each write, and talk after the task was done
+        "confirmed_before_write": check_pass_rate(episodes, "confirmed_before_write"),
+        "turns_after_completion": check_mean_value(episodes, "turns_after_completion"),
         "n_tasks": summary.n_tasks, "n_errored": summary.n_errored,
         "generated_tokens_per_s": generated / agent_seconds if agent_seconds else None,
         "errors": sorted({e.error for e in episodes if e.errored and e.error})[:5],

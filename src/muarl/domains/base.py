@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from muarl.errors import InputError
-from muarl.types import Action, Message, RewardInfo, Task, ToolKind, ToolSpec
+from muarl.types import Action, CheckVerdict, Episode, Message, RewardInfo, Task, ToolKind, ToolSpec
 
 _DELETED = object()
 
@@ -454,6 +454,9 @@ class Domain:
     user_tools: ToolRegistry = field(default_factory=ToolRegistry)
     description: str = ""
     greeting: str | None = None  # if set, the agent opens with it (τ-bench: "Hi! How can I help you today?")
+    # the policy demands the user's explicit "yes" to the stated details before every call of a write tool
+    # (clinic; τ-bench's "obtain explicit user confirmation (yes)"): the confirmed-before-write check applies
+    confirms_writes: bool = False
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
@@ -471,6 +474,11 @@ class Domain:
         """The domain's own scoring of an episode, for benchmarks whose verdict is not "the final state equals the
         gold one" (BFCL checks state and results after every user turn); None: the outcome reward decides."""
         return None
+
+    def conduct_checks(self, task: Task, episode: Episode) -> list[CheckVerdict]:
+        """The domain's own trajectory checks of an episode (pure, no I/O), reported beside the generic ones of
+        :mod:`muarl.checks`; none here."""
+        return []
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:

@@ -29,6 +29,7 @@ from muarl.domains import DOMAINS, load_domain, plugin_domains
 from muarl.domains.base import Domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.errors import InputError
+from muarl.evals.conduct import conduct
 from muarl.evals.paired import paired_bootstrap_ci
 from muarl.models.base import Agent
 from muarl.rollout.runner import run_many
@@ -111,6 +112,8 @@ class CategoryResult:
     accuracy: float | None = None
     ci95: tuple[float, float] | None = None
     process_accuracy: float | None = None  # see SuiteEntry.process
+    checks: dict[str, float] = field(default_factory=dict)  # pass rate of each trajectory check over the episodes it applies to
+    user_faults: int = 0  # failed episodes whose failure the attribution gives to the simulated user
     episodes: str = ""
 
 
@@ -191,6 +194,9 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
         result.ci95 = paired_bootstrap_ci(end, draws=bootstrap) if bootstrap else None
         if entry.process:
             result.process_accuracy = sum(process) / len(process)
+    behaviour = conduct(episodes, bootstrap=0)
+    result.checks = {r.check: r.rate for r in behaviour.checks if r.applicable}
+    result.user_faults = behaviour.labels["user"]
 
 
 async def run_suite(
@@ -246,20 +252,25 @@ def _pct(value: float | None) -> str:
 
 
 def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
-    """Per suite, the rows of its table (header first): one per category, then its groups and overall score."""
+    """Per suite, the rows of its table (header first): one per category, then its groups and overall score.
+    Beside accuracy: how the agent behaved (the pass rates of confirmed-before-write and grounded-actions where
+    they apply) and how many failures the attribution gives to the simulated user (docs/checks.md)."""
     tables: dict[str, list[list[str]]] = {}
     for c in report.categories:
-        rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "errored", "note"]])
+        rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "confirmed %", "grounded %",
+                                            "user faults", "errored", "note"]])
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
-        rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
-                     str(c.n_errored) if c.status == "ran" else "–", f"skipped: {c.reason}" if c.reason else ""])
+        ran = c.status == "ran"
+        rows.append([c.category, unit if ran else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
+                     _pct(c.checks.get("confirmed_before_write")), _pct(c.checks.get("grounded_actions")),
+                     str(c.user_faults) if ran else "–", str(c.n_errored) if ran else "–", f"skipped: {c.reason}" if c.reason else ""])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
-            rows.append([f"{group} (mean)", "", _pct(value), "", "", "", ""])
+            rows.append([f"{group} (mean)", "", _pct(value)] + [""] * 7)
         value, why = report.overall(suite)
         if suite in OVERALL_WEIGHTS:
-            rows.append(["overall (weighted)", "", _pct(value), "", "", "", why and f"not given: {why}"])
+            rows.append(["overall (weighted)", "", _pct(value)] + [""] * 6 + [why and f"not given: {why}"])
     return tables
 
 

@@ -42,7 +42,7 @@ class WorldConfig(YamlConfig):
     task_ids: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks of the split (after the other filters)")
     max_difficulty: int | None = Field(None, ge=1, description="only tasks up to this difficulty (domains that grade them)")
-    user: str = Field("scripted", description="scripted | scripted:cooperative | llm:MODEL (with user_base_url) | local:PATH (a model in process)")
+    user: str = Field("scripted", description="scripted | scripted:cooperative | scripted:faulty[:RATE[:KINDS]] | llm:MODEL (with user_base_url) | local:PATH (a model in process)")
     user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user model")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
     user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")

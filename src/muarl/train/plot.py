@@ -21,6 +21,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("response tokens per turn", ["response_tokens_per_turn"]),
     ("tool calls per episode", ["tool_calls_per_episode"]),
     ("tool error rate", ["tool_error_rate"]),
+    ("user-fault / ungrounded-claim rate", ["user_fault_rate", "grounded_claim_failure_rate"]),
     ("seconds: rollout vs update", ["rollout_seconds", "update_seconds"]),
     ("tokens/s", ["rollout_tokens_per_s", "update_tokens_per_s"]),
     ("policy loss", ["policy_loss"]),
@@ -48,6 +49,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     extra_tools = sorted({k for r in rows for k in r if k.startswith("tool_calls/")})
     if extra_tools:
         panels.append(("calls per tool (per episode)", extra_tools))
+    violations = sorted({k for r in rows for k in r if k.startswith("check_violation/")})
+    if violations:
+        panels.append(("check violation rates", violations))
     panels = [(t, keys) for t, keys in panels if keys]
     if not panels:
         raise ValueError(f"{run_dir}/metrics.jsonl has none of the plotted metrics")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage
+from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage, UserFault
 
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
@@ -44,6 +44,7 @@ class UserTurn:
     done: Termination | None = None  # set when the user ends the conversation
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[ToolCall] | None = None  # the user acts on its own tools first (dual control); text comes later
+    fault: UserFault | None = None  # a fault injected on purpose in this reply (its index is set by the episode loop)
 
 
 class UserSession(ABC):

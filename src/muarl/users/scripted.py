@@ -74,6 +74,12 @@ def _normalise(text: str) -> str:
     return text.lower().replace(",", "")
 
 
+def asks_to_confirm(text: str) -> bool:
+    """Whether the scripted user takes an agent's message as a request to confirm (it then says yes, or changes
+    its mind)."""
+    return bool(_CONFIRM.search(_normalise(text)))
+
+
 class ScriptedUserSession(UserSession):
     def __init__(self, task: Task, seed: int, patience: int = 2, max_turns: int = 40, tools: Sequence[ToolSpec] = (),
                  cooperative: bool = False):

@@ -38,7 +38,7 @@ from muarl.domains.tau.loader import (
     tau2_dir,
     tau2_tasks,
 )
-from muarl.types import Action, Task
+from muarl.types import Action, CheckVerdict, Episode, Task
 
 GREETING = "Hi! How can I help you today?"
 
@@ -54,6 +54,26 @@ class TauDomain(Domain):
     changes nothing. Arguments the tools cannot take (an unknown or missing name; in τ², a value of the wrong
     type) still fail loudly: that would be our bug.
     """
+
+    def conduct_checks(self, task: Task, episode: Episode) -> list[CheckVerdict]:
+        """τ² tasks' own assertions, as the τ² reward recorded them in the episode (none when it was scored
+        otherwise): ``tau2_actions`` (every expected call was made) and ``tau2_nl_assertions`` (the judge found
+        every natural-language assertion met; not applicable when no judge graded them)."""
+        details = episode.reward.details if episode.reward is not None else {}
+        if "tau2" not in task.metadata or "reward_basis" not in details:
+            return []
+        verdicts = []
+        actions = details.get("actions") or {}
+        missed = [name for name, made in actions.items() if not made]
+        verdicts.append(CheckVerdict(check="tau2_actions", status="fail" if missed else "pass" if actions else "not_applicable",
+                                     detail=f"expected call(s) not made: {missed[:3]}" if missed else f"{len(actions)} expected call(s) made"))
+        graded = details.get("nl_assertions") or []
+        unmet = [g for g in graded if not g.get("met")]
+        verdicts.append(CheckVerdict(
+            check="tau2_nl_assertions", status="fail" if unmet else "pass" if graded else "not_applicable",
+            detail=(f"not met: {unmet[0].get('assertion', '')[:120]!r} ({unmet[0].get('reasoning', '')[:120]})" if unmet
+                    else f"{len(graded)} assertion(s) met" if graded else "no judge graded the assertions")))
+        return verdicts
 
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
         outputs = []
@@ -87,7 +107,7 @@ def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir
 
     return TauDomain(
         name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools, typed=False), policy=source.policy(),
-        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
+        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING, confirms_writes=True,
         description=f"τ-bench {domain} (data: {source.root})",
     )
 
@@ -110,6 +130,7 @@ def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Cal
         name=name, base=BaseData(tables), tools=ToolRegistry.from_functions(tools),
         policy=(folder / "policy.md").read_text(encoding="utf-8"),
         task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=TAU2_SPLITS, greeting=GREETING,
+        confirms_writes=True,
         description=f"τ²-bench {domain} (data: {folder})",
     )
 
