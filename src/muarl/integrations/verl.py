@@ -132,6 +132,10 @@ def episode_fields(episode: Episode) -> dict[str, Any]:
     }
     for name, count in Counter(ex.name for ex in episode.tool_executions if ex.requestor == "assistant").items():
         fields[f"muarl_calls/{name}"] = count
+    for verdict in episode.checks or []:  # the trajectory checks that applied (muarl.checks), 1 where violated
+        if verdict.status in ("pass", "fail"):
+            fields[f"muarl_violation/{verdict.check}"] = int(verdict.status == "fail")
+    fields["muarl_user_fault"] = episode.attribution is not None and episode.attribution.label == "user"
     return fields
 
 

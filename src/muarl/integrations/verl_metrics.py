@@ -7,7 +7,7 @@ returns from ``_performance_metrics`` reaches verl's logger (console, TensorBoar
 ``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=muarl.integrations.verl_metrics.MuarlAgentLoopManager``)
 adds :func:`step_metrics` of the step's episodes there, so a GPU run shows the paper's training dynamics as
 ``timing_s/muarl/...``: success, agent and user turns, user tokens, tool calls per tool, terminations,
-errored and context-full rates.
+errored and context-full rates, each trajectory check's violation rate and the share of user-fault episodes.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ def step_metrics(fields: Mapping[str, Any]) -> dict[str, float]:
         for key in sorted(k for k in fields if k.startswith("muarl_calls/")):
             calls = [0.0 if x is None else float(x) for x in np.asarray(fields[key])[scored]]
             out[f"tool_calls/{key[len('muarl_calls/'):]}"] = float(np.mean(calls))
+    for key in sorted(k for k in fields if k.startswith("muarl_violation/")):  # over the episodes the check applied to
+        applied = [float(x) for x in fields[key] if x is not None]
+        if applied:
+            out[f"check_violation/{key[len('muarl_violation/'):]}"] = float(np.mean(applied))
+    if "muarl_user_fault" in fields:
+        out["user_fault_rate"] = float(np.mean([bool(x) for x in fields["muarl_user_fault"]]))
     return {PREFIX + k: v for k, v in out.items()}
 
 
