@@ -131,8 +131,9 @@ def results_markdown(results: dict[str, Any]) -> str:
     ]
     if "control" in train:
         c = train["control"]
-        lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min "
-                     f"(GRPO took {g['minutes']:.1f}), loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
+        lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min, "
+                     f"{c['cpu_minutes']:.1f} CPU min (matched to GRPO's {g['cpu_minutes']:.1f} CPU min; GRPO took {g['minutes']:.1f} min), "
+                     f"loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
     m = results["machine"]
     flags = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "avx2") if f in m["cpu_flags"])
     lines.append(f"- total {results['total_minutes']:.1f} min on {m['cpus']} CPUs ({flags or 'no AVX2'}; {m['platform']}, torch {m['torch']})")

@@ -119,3 +119,5 @@ class SFTConfig(YamlConfig):
     save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps, even within the epochs")
     time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much training time")
+    cpu_time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much "
+                                                 "CPU time of the process (all threads): a budget other jobs on the machine do not shrink")

@@ -345,7 +345,7 @@ class GRPOTrainer:
         return groups, round_ + 1
 
     def train_step(self) -> dict[str, float]:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         groups, rounds = self.collect_groups()
         rollout_seconds = time.perf_counter() - t0
         episodes = [e for g in groups for e in g]
@@ -362,6 +362,7 @@ class GRPOTrainer:
         metrics = {
             **episode_metrics(episodes), **group_stats, **losses,
             "lr": self.scheduler.get_last_lr()[0], "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "cpu_seconds": time.process_time() - cpu0,  # the process's CPU time (all threads) of rollouts and update
             "rollout_tokens_per_s": generated / max(rollout_seconds, 1e-9),
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
             "data_position": float(self.position), "sampling_rounds": float(rounds),
