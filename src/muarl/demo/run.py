@@ -28,6 +28,7 @@ from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import DemoConfig
 from muarl.demo.report import assemble, write_results
+from muarl.demo.spread import write_spread
 from muarl.rollout.store import atomic_write_text
 
 log = logging.getLogger("muarl.demo")
@@ -102,3 +103,13 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
     results = assemble(cfg, done, [t.id for t in eval_tasks], [t.id for t in base_tasks], {t.id: st.task_group(t) for t in eval_tasks})
     write_results(out, results)
     return results
+
+
+def run_seeds(cfg: DemoConfig, seeds: list[int], resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """One run per seed, in ``OUT/seed-N`` (each resumable on its own), then ``OUT/spread.md`` and
+    ``OUT/spread.json`` over them (``muarl.demo.spread``); returns the spread summary."""
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds needs distinct seeds, got {seeds}")
+    runs = [run_demo(cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}")}), resume, progress)
+            for seed in seeds]
+    return write_spread(Path(cfg.out), runs)
