@@ -107,6 +107,7 @@ def test_forms_and_their_guards(tmp_path):
     assert quick.form == "quick" and not quick.control and quick.grpo["tasks_per_step"] == 2
     assert full.eval_tasks >= 150 and full.control and full.grpo_fields["group_size"] == 8
     assert full.grpo_fields["temperature"] == 1.0 and full.grpo_fields["dynamic_sampling"]
+    assert full.grpo_fields["stratify_by"] == ["difficulty", "changes_mind"]  # every step covers every kind of task
     assert form_config("quick", out="q", grpo={"lr": 1e-5}).grpo == {"tasks_per_step": 2, "max_sampling_rounds": 1, "lr": 1e-5}
     with pytest.raises(ValueError, match="split"):
         form_config("full", out="f", grpo={"split": "test"})
