@@ -7,9 +7,10 @@ Two workloads, the shapes of a short-horizon rollout and of its update:
 - **update**: one forward + backward over ``--rows`` sequences of ``--context`` tokens (the trainer's update,
   full fine-tuning, logits on every position).
 
-The arms alternate ``--rounds`` times in one process (the first round is a warm-up and not counted), so machine
-noise hits both alike; the figure is each arm's median and the ratio bf16 / fp32 of the times (> 1: bf16 is
-slower). The CPU's model name and its bf16-relevant flags are printed with the result, since the answer
+Three arms: ``fp32``; ``bf16``, autocast with the vocabulary projection in float32 (what muarl runs since issue
+21, ``muarl.models.logits``); ``bf16-head``, autocast over the whole model, the projection included (what it ran
+before). The arms alternate ``--rounds`` times in one process (the first round is a warm-up and not counted), so
+machine noise hits all alike; the figure is each arm's median and the ratio to fp32 of the times (> 1: slower). The CPU's model name and its bf16-relevant flags are printed with the result, since the answer
 depends on them: ``muarl.models.precision.use_bf16("auto")`` picks bf16 only with avx512_bf16 or amx_bf16.
 
     OMP_WAIT_POLICY=PASSIVE python bench/precision_speed.py [--rows 4] [--context 512] [--steps 16] [--rounds 3] [--tiny]
@@ -33,6 +34,7 @@ import torch
 
 from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm
 from muarl.models.kv_cache import growing_cache
+from muarl.models.logits import causal_lm_parts, float32_logits, last_token_logits
 from muarl.models.precision import FAST_BF16_CPU_FLAGS, cpu_flags, use_bf16
 
 
@@ -40,25 +42,37 @@ def autocast(bf16: bool) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def decode_seconds(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, steps: int) -> float:
+ARMS = {"fp32": (False, True), "bf16": (True, True), "bf16-head": (True, False)}  # (autocast, projection in float32)
+
+
+def next_logits(model: torch.nn.Module, bf16: bool, head32: bool, **forward) -> torch.Tensor:
+    if head32:
+        return last_token_logits(model, bf16, **forward)  # the engine's path
+    with autocast(bf16):
+        return model(**forward, logits_to_keep=1).logits[:, -1]
+
+
+def decode_seconds(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, head32: bool, steps: int) -> float:
     """Seconds per decode step after prefilling ``ids`` ([rows, context]) into a growing cache."""
     cache = growing_cache(torch.bfloat16 if bf16 else None)
-    with torch.no_grad(), autocast(bf16):
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        feed = out.logits[:, -1].argmax(-1, keepdim=True)
+    with torch.no_grad():
+        feed = next_logits(model, bf16, head32, input_ids=ids, past_key_values=cache, use_cache=True).argmax(-1, keepdim=True)
         t0 = time.perf_counter()
         for _ in range(steps):
-            out = model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            feed = out.logits[:, -1].argmax(-1, keepdim=True)
+            feed = next_logits(model, bf16, head32, input_ids=feed, past_key_values=cache, use_cache=True).argmax(-1, keepdim=True)
     return (time.perf_counter() - t0) / steps
 
 
-def update_seconds(model: torch.nn.Module, ids: torch.Tensor, bf16: bool) -> float:
+def update_seconds(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, head32: bool) -> float:
     """Seconds for one forward + backward of the next-token loss over ``ids``."""
     model.zero_grad(set_to_none=True)
+    decoder, head = causal_lm_parts(model)
     t0 = time.perf_counter()
     with autocast(bf16):
-        logits = model(input_ids=ids).logits[:, :-1]
+        hidden = decoder(input_ids=ids).last_hidden_state[:, :-1]
+        logits = head(hidden) if not head32 else None
+    if head32:
+        logits = float32_logits(head, hidden)
     loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
     loss.backward()
     return time.perf_counter() - t0
@@ -76,12 +90,11 @@ def main() -> None:
     model, _ = load_causal_lm(TINY_MODEL if args.tiny else EMBEDDED_MODEL)
     model.config.use_cache = True
     ids = torch.randint(10, min(1000, model.config.vocab_size), (args.rows, args.context), generator=torch.Generator().manual_seed(0))
-    times: dict[str, dict[str, list[float]]] = {arm: {"decode": [], "update": []} for arm in ("fp32", "bf16")}
+    times: dict[str, dict[str, list[float]]] = {arm: {"decode": [], "update": []} for arm in ARMS}
     for round_ in range(args.rounds + 1):
-        for arm in ("fp32", "bf16"):
-            bf16 = arm == "bf16"
-            decode = decode_seconds(model, ids, bf16, args.steps)
-            update = update_seconds(model, ids, bf16)
+        for arm, (bf16, head32) in ARMS.items():
+            decode = decode_seconds(model, ids, bf16, head32, args.steps)
+            update = update_seconds(model, ids, bf16, head32)
             print(f"round {round_} {arm}: decode {decode:.3f} s/step, update {update:.2f} s", file=sys.stderr, flush=True)
             if round_:  # round 0 warms both arms up
                 times[arm]["decode"].append(decode)
@@ -91,7 +104,7 @@ def main() -> None:
     result = {
         "model": TINY_MODEL if args.tiny else EMBEDDED_MODEL, "rows": args.rows, "context": args.context,
         "median_seconds": median,  # decode: per step; update: per forward + backward
-        "bf16_over_fp32": {k: median["bf16"][k] / median["fp32"][k] for k in ("decode", "update")},
+        "over_fp32": {arm: {k: median[arm][k] / median["fp32"][k] for k in ("decode", "update")} for arm in ARMS if arm != "fp32"},
         "auto_picks": "bf16" if use_bf16("auto") else "fp32",
         "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor()),
         "cpu_bf16_flags": sorted(f for f in flags if f in FAST_BF16_CPU_FLAGS or f.startswith("avx512") or f in ("avx2", "fma")),

@@ -59,7 +59,11 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     grpo_episodes = [json.loads(line) for line in (tmp_path / "demo" / "grpo" / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
     assert len(grpo_episodes) == 2 and {e["task_id"] for e in grpo_episodes} <= set(synth["grpo_task_ids"])
     assert train["grpo"]["steps"] == 1 and train["grpo"]["episodes"] == 2 and 0.0 <= train["grpo"]["sft_pass_at_n"] <= 1.0
-    assert train["control"]["time_limit_minutes"] == pytest.approx(train["grpo"]["minutes"])  # compute-matched
+    # compute-matched by the process's CPU time, both stages recording wall and CPU minutes
+    assert train["control"]["cpu_time_limit_minutes"] == pytest.approx(train["grpo"]["cpu_minutes"])
+    for stage in ("sft", "grpo", "control"):
+        assert train[stage]["minutes"] > 0 and train[stage]["cpu_minutes"] > 0, stage
+    assert "CPU min (matched to GRPO's" in (tmp_path / "demo" / "results.md").read_text()
     assert train["control"]["steps"] >= 1
     assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
     for figure in ("success.png", "grpo/training_dynamics.png"):
@@ -106,6 +110,7 @@ def test_forms_and_their_guards(tmp_path):
     assert quick.form == "quick" and not quick.control and quick.grpo["tasks_per_step"] == 2
     assert full.eval_tasks >= 150 and full.control and full.grpo_fields["group_size"] == 8
     assert full.grpo_fields["temperature"] == 1.0 and full.grpo_fields["dynamic_sampling"]
+    assert full.grpo_fields["stratify_by"] == ["difficulty", "changes_mind"]  # every step covers every kind of task
     assert form_config("quick", out="q", grpo={"lr": 1e-5}).grpo == {"tasks_per_step": 2, "max_sampling_rounds": 1, "lr": 1e-5}
     with pytest.raises(ValueError, match="split"):
         form_config("full", out="f", grpo={"split": "test"})
@@ -143,3 +148,13 @@ def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_p
     assert resumed["steps"] == 2 and resumed["resumed_after_minutes"] == pytest.approx(before)
     step_two = json.loads((tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()[1])
     assert resumed["minutes"] >= before + (step_two["rollout_seconds"] + step_two["update_seconds"]) / 60
+    # the CPU minutes the control is matched to count the earlier attempt's steps too
+    assert step_one["cpu_seconds"] > 0 and resumed["cpu_minutes"] >= (step_one["cpu_seconds"] + step_two["cpu_seconds"]) / 60
+
+
+def test_the_control_is_matched_by_cpu_time_not_by_wall_minutes():
+    """A GRPO stage on a busy machine spends many wall minutes and few CPU minutes; the control gets the CPU
+    minutes. A GRPO stage recorded without CPU time is refused in one line, never matched by a guess."""
+    assert demo_run.grpo_cpu_minutes({"minutes": 30.0, "cpu_minutes": 12.5}) == 12.5
+    with pytest.raises(ConfigError, match="predates CPU-time matching"):
+        demo_run.grpo_cpu_minutes({"minutes": 30.0})

@@ -23,7 +23,8 @@ class ProbeLM(torch.nn.Module):
     that layer with the others (prefix sharing, rows joining a left-padded batch, leaving it), so at each
     forward the probe reads, per row, the ids the row is really conditioned on: that layer's positions the
     attention mask lets through, then the new ids. This checks the batching independently of its own
-    bookkeeping.
+    bookkeeping. It is its own decoder: the engine runs the decoder, then the output projection
+    (``muarl.models.logits``).
     """
 
     def __init__(self, inner: torch.nn.Module):
@@ -33,6 +34,12 @@ class ProbeLM(torch.nn.Module):
         self.contexts: list[tuple[int, ...]] = []  # per forward and row: the ids its last logits are conditioned on
         self.batch_sizes: list[int] = []
 
+    def get_decoder(self):
+        return self
+
+    def get_output_embeddings(self):
+        return self.inner.get_output_embeddings()
+
     def forward(self, input_ids, past_key_values, attention_mask=None, **kwargs):
         cache = past_key_values
         held = cache.layers[self.probe].keys[:, 0, :, 0] if len(cache.layers) > self.probe else input_ids.new_zeros(input_ids.shape[0], 0)
@@ -40,7 +47,7 @@ class ProbeLM(torch.nn.Module):
             visible = held[r] if attention_mask is None else held[r][attention_mask[r, :held.shape[1]].bool()]
             self.contexts.append(tuple(visible.long().tolist()) + tuple(input_ids[r].tolist()))
         self.batch_sizes.append(input_ids.shape[0])
-        out = self.inner(input_ids=input_ids, past_key_values=cache, attention_mask=attention_mask, **kwargs)
+        out = self.inner.get_decoder()(input_ids=input_ids, past_key_values=cache, attention_mask=attention_mask, **kwargs)
         fed = input_ids.to(torch.float32)[:, None, :, None]
         cache.update(fed, fed, self.probe)
         return out
@@ -157,11 +164,17 @@ def test_batch_size_is_bounded_and_a_failing_model_fails_every_turn_in_flight(do
             self.inner = model
             self.calls = 0
 
+        def get_decoder(self):
+            return self
+
+        def get_output_embeddings(self):
+            return model.get_output_embeddings()
+
         def forward(self, **kwargs):
             self.calls += 1
             if self.calls > 6:
                 raise RuntimeError("device lost")
-            return self.inner(**kwargs)
+            return self.inner.get_decoder()(**kwargs)
 
     broken = LocalPolicy(Broken(), tok, sampling=SamplingConfig(max_new_tokens=6))
     episodes = _concurrent(broken, domain, [1, 2, 3])  # would hang forever if a waiting turn were forgotten

@@ -17,9 +17,10 @@ from token_traces import mask_runs
 
 
 class ScriptedLM(torch.nn.Module):
-    """A real tiny LM whose logits are pushed towards a script of tokens, one token per forward call.
+    """A real tiny LM whose logits are pushed towards a script of tokens, one token per sampled token.
 
-    It records every id it is fed, so a test can compare the sequence the policy was conditioned on during
+    It is its own decoder (the engine runs the decoder, then the output projection: ``muarl.models.logits``)
+    and records every id it is fed, so a test can compare the sequence the policy was conditioned on during
     sampling with the trajectory the trainer gets.
     """
 
@@ -28,12 +29,31 @@ class ScriptedLM(torch.nn.Module):
         self.inner = inner
         self.script = script
         self.fed: list[int] = []
+        self.head = PushedHead(inner.get_output_embeddings(), script)
+
+    def get_decoder(self):
+        return self
+
+    def get_output_embeddings(self):
+        return self.head
 
     def forward(self, input_ids, **kwargs):
         self.fed.extend(input_ids[0].tolist())
-        out = self.inner(input_ids=input_ids, **kwargs)
-        out.logits[0, -1, self.script.pop(0)] += 60.0
-        return out
+        return self.inner.get_decoder()(input_ids=input_ids, **kwargs)
+
+
+class PushedHead(torch.nn.Module):
+    """An output projection whose next logits favour the next token of a script by +60."""
+
+    def __init__(self, head: torch.nn.Module, script: list[int]):
+        super().__init__()
+        self.head = head
+        self.script = script
+
+    def forward(self, hidden):
+        logits = self.head(hidden)
+        logits[..., self.script.pop(0)] += 60.0
+        return logits
 
 
 TURNS = [

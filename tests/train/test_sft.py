@@ -127,3 +127,23 @@ def test_tiny_sft_run_lowers_the_loss_and_saves_a_loadable_model(tmp_path, finet
     assert (rows[0]["shared_prefix_tokens"] > 0) == share
     model, tok = load_causal_lm(str(out))
     assert model.config.vocab_size == len(tok)
+
+
+def test_a_cpu_time_limit_stops_on_the_process_clock_not_the_wall_clock(tmp_path, monkeypatch):
+    """The compute-matched control's budget: the process's CPU time. With the real clock a tiny budget stops SFT
+    after its first step; with the process clock frozen (as if the process got no CPU while the wall clock ran)
+    it never stops early, whatever wall time passes."""
+    import muarl.train.sft as sft_module
+
+    data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION] * 3)
+
+    def run(out: str) -> list[dict]:
+        cfg = SFTConfig(data=str(data), out=str(tmp_path / out), epochs=3, lr=1e-3, pack_length=4096, cpu_time_limit_minutes=1e-4,
+                        model=ModelConfig(name="tiny-random", precision="fp32"))
+        run_sft(cfg, progress=False)
+        return read_metrics(tmp_path / out)
+
+    rows = run("real")
+    assert len(rows) == 1 and rows[0]["cpu_seconds"] > 0 and rows[0]["seconds"] > 0
+    monkeypatch.setattr(sft_module.time, "process_time", lambda: 0.0)
+    assert len(run("frozen")) == 3

@@ -263,3 +263,34 @@ def test_a_resume_may_move_the_endpoints_and_names_what_else_differs(tmp_path):
     recorded = config(tmp_path).model_dump(mode="json")
     assert config(tmp_path, lr=0.5, timeout=1.0).resume_conflicts(recorded) == ["lr: 0.001 -> 0.5"]
     assert config(tmp_path, model=ModelConfig(name="tiny-random", precision="bf16")).resume_conflicts(recorded) == ["model.precision: 'fp32' -> 'bf16'"]
+
+
+def kinds_task(i: int, level: int, changes: bool):
+    from muarl.types import Task, UserScenario
+
+    return Task(id=f"t{i:03d}", domain="toy", split="train", user=UserScenario(instruction=""), difficulty=level,
+                metadata={"changes_mind": changes})
+
+
+def test_a_stratified_order_covers_every_kind_in_each_run_of_that_many_tasks():
+    """Issue 21: a plain shuffle of a pool where one kind is 7 tasks in 100 leaves it out of whole steps; taking the
+    kinds in turn puts each in every run of 4 tasks, while the order stays a seeded permutation of the pool, and
+    a run without stratify_by keeps the old order (a resumed run draws what it drew before)."""
+    import random
+
+    from muarl.train.trainer import epoch_order
+
+    tasks = [kinds_task(i, 2 if i % 10 in (0, 5) else 1, i % 3 == 0) for i in range(100)]
+    kinds = {(t.difficulty, t.metadata["changes_mind"]) for t in tasks}
+    assert len(kinds) == 4 and sum(t.difficulty == 2 and t.metadata["changes_mind"] for t in tasks) == 7
+    old = list(range(100))
+    random.Random("7/epoch/0").shuffle(old)
+    assert epoch_order(tasks, 7, 0) == old
+    plain = [{(tasks[i].difficulty, tasks[i].metadata["changes_mind"]) for i in old[s:s + 8]} for s in range(0, 40, 8)]
+    assert any(len(step) < 4 for step in plain)  # the plain shuffle misses a kind in some step of 8
+    order = epoch_order(tasks, 7, 0, ["difficulty", "changes_mind"])
+    assert sorted(order) == list(range(100)) and order == epoch_order(tasks, 7, 0, ["difficulty", "changes_mind"])
+    assert order != epoch_order(tasks, 7, 1, ["difficulty", "changes_mind"])
+    rarest = min(sum((t.difficulty, t.metadata["changes_mind"]) == k for t in tasks) for k in kinds)
+    for start in range(0, 4 * rarest, 4):
+        assert {(tasks[i].difficulty, tasks[i].metadata["changes_mind"]) for i in order[start:start + 4]} == kinds

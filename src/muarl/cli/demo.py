@@ -21,21 +21,38 @@ from muarl.cli.train import need_training_extras, prepare_threads
 @click.option("--grpo-minutes", type=float, help="GRPO time box.")
 @click.option("--grpo-steps", type=int, help="GRPO steps at most.")
 @click.option("--seed", type=int, help="Seed of everything (default 0).")
+@click.option("--seeds", help="Comma-separated seeds: one run each in OUT/seed-N, then OUT/spread.md, the differences "
+              "across them (mean, range, kinds of task that fell).")
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]),
+              help="auto (default: bf16 autocast where the CPU multiplies bf16 natively), or force one.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | None, eval_tasks: int | None,
-         base_eval_tasks: int | None, grpo_minutes: float | None, grpo_steps: int | None, seed: int | None, quiet: bool) -> None:
+         base_eval_tasks: int | None, grpo_minutes: float | None, grpo_steps: int | None, seed: int | None,
+         seeds: str | None, precision: str | None, quiet: bool) -> None:
     """Show the method: cold start, then RL with the user in the loop, scored on held-out tasks."""
     prepare_threads()
     need_training_extras()
     from muarl.config import ConfigError
     from muarl.demo.config import form_config
     from muarl.demo.report import results_markdown
-    from muarl.demo.run import run_demo
+    from muarl.demo.run import run_demo, run_seeds
+    from muarl.demo.spread import spread_markdown
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    if seeds is not None and seed is not None:
+        raise click.UsageError("give --seed or --seeds, not both")
+    try:
+        seed_list = [int(s) for s in seeds.split(",")] if seeds is not None else None
+    except ValueError:
+        raise click.UsageError(f"--seeds takes comma-separated integers, got {seeds!r}") from None
     try:
         cfg = form_config("full" if full else "quick", out=out, model=model, domain=domain, eval_tasks=eval_tasks,
-                          base_eval_tasks=base_eval_tasks, grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed)
+                          base_eval_tasks=base_eval_tasks, grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed,
+                          precision=precision)
+        if seed_list is not None:
+            click.echo(spread_markdown(run_seeds(cfg, seed_list, resume=resume, progress=not quiet)))
+            click.echo(f"spread: {out}/spread.md · each run: {out}/seed-N/results.md")
+            return
         results = run_demo(cfg, resume=resume, progress=not quiet)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(" ".join(str(exc).split())) from None

@@ -18,11 +18,13 @@ from muarl.models.precision import Precision
 # GRPO as the paper runs it (groups of 8 at temperature 1.0, clip 0.2, k3 KL 0.001, token-mean loss), with
 # DAPO's dynamic sampling: a group whose 8 episodes all succeed or all fail carries no advantage, so it is
 # dropped and fresh tasks are rolled out in its place. lr 2e-5, not the paper's 1e-6 at 8B: a 135M model
-# trained for tens of steps needs a larger step (its cold start used 3e-5).
+# trained for tens of steps needs a larger step (its cold start used 3e-5). Each step takes the kinds of task
+# (level x change of mind) in turn: with a plain shuffle, seed 0's first 20 GRPO tasks (all that its two steps
+# drew) held no level-2 task without a change of mind, the kind that run then lost (issue 21, docs/benchmarks.md).
 GRPO_DEFAULTS: dict[str, Any] = {
     "tasks_per_step": 8, "group_size": 8, "temperature": 1.0, "lr": 2e-5, "kl_coef": 0.001, "clip_low": 0.2,
     "clip_high": 0.2, "drop_uniform": True, "dynamic_sampling": True, "max_sampling_rounds": 2,
-    "save_every": 1, "keep_checkpoints": 1,
+    "save_every": 1, "keep_checkpoints": 1, "stratify_by": ["difficulty", "changes_mind"],
 }
 RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user"}
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from muarl.demo.config import DemoConfig
 from muarl.evals.paired import compare
+from muarl.models.precision import use_bf16
 from muarl.rollout.store import atomic_write_text
 
 ROWS = ("floor", "base", "sft", "control", "rl", "ceiling")
@@ -70,6 +71,7 @@ def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[
               for name, a, b, _ in DELTAS if a in rows and b in rows}
     return {
         "form": cfg.form, "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
+        "precision": "bf16" if use_bf16(cfg.precision) else "fp32",  # what this machine ran (config: what was asked)
         "eval_tasks": {"domain": cfg.domain, "split": "test", "max_difficulty": cfg.max_difficulty, "n": len(eval_ids),
                        "ids": eval_ids, "base_ids": base_ids, "max_turns": cfg.max_turns},
         "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas, "by_group": by_group(rows, groups),
@@ -133,11 +135,13 @@ def results_markdown(results: dict[str, Any]) -> str:
     ]
     if "control" in train:
         c = train["control"]
-        lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min "
-                     f"(GRPO took {g['minutes']:.1f}), loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
+        lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min, "
+                     f"{c['cpu_minutes']:.1f} CPU min (matched to GRPO's {g['cpu_minutes']:.1f} CPU min; GRPO took {g['minutes']:.1f} min), "
+                     f"loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
     m = results["machine"]
     flags = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "avx2") if f in m["cpu_flags"])
-    lines.append(f"- total {results['total_minutes']:.1f} min on {m['cpus']} CPUs ({flags or 'no AVX2'}; {m['platform']}, torch {m['torch']})")
+    lines.append(f"- total {results['total_minutes']:.1f} min on {m['cpus']} CPUs ({flags or 'no AVX2'}; {m['platform']}, torch {m['torch']}), "
+                 f"precision {results['precision']}, seed {results['config']['seed']}")
     return "\n".join(lines) + "\n"
 
 

@@ -28,6 +28,7 @@ from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import DemoConfig
 from muarl.demo.report import assemble, write_results
+from muarl.demo.spread import write_spread
 from muarl.rollout.store import atomic_write_text
 
 log = logging.getLogger("muarl.demo")
@@ -37,20 +38,30 @@ FREE_ON_RESUME = {"grpo_minutes", "grpo_steps"}  # budgets a resumed run may cha
 
 
 def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
-    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes (unless the stage
-    reports its own)."""
+    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes and the process's
+    CPU minutes over all threads (unless the stage reports its own)."""
     marker = out / name / STAGE_FILE
     if marker.exists():
         log.info("stage %s: done before, skipped", name)
         return json.loads(marker.read_text(encoding="utf-8"))
     log.info("stage %s: running", name)
     (out / name).mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     result = fn(out / name)
     result.setdefault("minutes", (time.monotonic() - t0) / 60)  # a resumable stage (GRPO) counts its earlier attempts itself
+    result.setdefault("cpu_minutes", (time.process_time() - cpu0) / 60)
     atomic_write_text(marker, json.dumps(result, indent=1) + "\n")
-    log.info("stage %s: %.1f min", name, result["minutes"])
+    log.info("stage %s: %.1f min (%.1f CPU min)", name, result["minutes"], result["cpu_minutes"])
     return result
+
+
+def grpo_cpu_minutes(grpo: dict[str, Any]) -> float:
+    """The CPU minutes the control is matched to; a GRPO stage recorded before CPU time was (it has only wall
+    minutes) cannot be matched fairly, so it is refused in words rather than guessed."""
+    if "cpu_minutes" not in grpo:
+        raise ConfigError("the GRPO stage of this run predates CPU-time matching (its stage.json has no cpu_minutes): "
+                          "delete OUT/grpo and OUT/eval_rl and resume, to rerun GRPO and then train the control")
+    return grpo["cpu_minutes"]
 
 
 def check_out_dir(cfg: DemoConfig, resume: bool) -> Path:
@@ -86,9 +97,19 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
     done["eval_rl"] = run_stage(out, "eval_rl", lambda d: st.evaluate_model(done["grpo"]["model"], eval_tasks, cfg, d, resume, progress, "eval RL"))
     if cfg.control:
         done["control"] = run_stage(out, "control", lambda d: st.stage_control(
-            cfg, d, sft_model, out / "synth" / st.CONTROL_DEMOS, done["grpo"]["minutes"], progress))
+            cfg, d, sft_model, out / "synth" / st.CONTROL_DEMOS, grpo_cpu_minutes(done["grpo"]), progress))
         done["eval_control"] = run_stage(out, "eval_control", lambda d: st.evaluate_model(
             done["control"]["model"], eval_tasks, cfg, d, resume, progress, "eval control"))
     results = assemble(cfg, done, [t.id for t in eval_tasks], [t.id for t in base_tasks], {t.id: st.task_group(t) for t in eval_tasks})
     write_results(out, results)
     return results
+
+
+def run_seeds(cfg: DemoConfig, seeds: list[int], resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """One run per seed, in ``OUT/seed-N`` (each resumable on its own), then ``OUT/spread.md`` and
+    ``OUT/spread.json`` over them (``muarl.demo.spread``); returns the spread summary."""
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds needs distinct seeds, got {seeds}")
+    runs = [run_demo(cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}")}), resume, progress)
+            for seed in seeds]
+    return write_spread(Path(cfg.out), runs)

@@ -167,18 +167,18 @@ def stage_eval_base(cfg: DemoConfig, stage: Path, resume: bool, progress: bool) 
 
 # ---------------------------------------------------------------------------- training
 def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs: float,
-         max_steps: int | None, minutes: float | None, progress: bool) -> dict[str, Any]:
+         max_steps: int | None, cpu_minutes: float | None, progress: bool) -> dict[str, Any]:
     from muarl.train.config import ModelConfig, SFTConfig
     from muarl.train.plot import read_metrics
     from muarl.train.sft import run_sft
 
     shutil.rmtree(stage / "run", ignore_errors=True)  # an interrupted SFT starts over: it is a short stage
     sft_cfg = SFTConfig(data=str(data), out=str(stage / "run"), seed=cfg.seed, epochs=epochs, lr=lr,
-                        pack_length=cfg.context * 2, max_steps=max_steps, time_limit_minutes=minutes,
+                        pack_length=cfg.context * 2, max_steps=max_steps, cpu_time_limit_minutes=cpu_minutes,
                         model=ModelConfig(name=model, precision=cfg.precision, finetune="full"))
     model_dir = run_sft(sft_cfg, progress=progress)
     rows = read_metrics(stage / "run")
-    return {"model": str(model_dir.resolve()), "steps": len(rows), "time_limit_minutes": minutes,
+    return {"model": str(model_dir.resolve()), "steps": len(rows), "cpu_time_limit_minutes": cpu_minutes,
             "first_loss": rows[0]["loss"], "last_loss": rows[-1]["loss"],
             "supervised_tokens": sum(r["supervised_tokens"] for r in rows),
             "conversations": sum(int(r.get("rows", 0)) for r in rows)}
@@ -189,12 +189,15 @@ def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool) -> dict
     return _sft(cfg, stage, demos, cfg.model, cfg.sft_lr, cfg.sft_epochs, cfg.sft_max_steps, None, progress)
 
 
-def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, minutes: float, progress: bool) -> dict[str, Any]:
+def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, cpu_minutes: float, progress: bool) -> dict[str, Any]:
     """The compute-matched control: the cold-start model trained further by SFT, on demonstrations it has not
-    seen, for the wall-clock minutes GRPO took. If RL beats it, the gain is RL's, not more training's."""
+    seen, for the CPU time GRPO's process spent (all threads). If RL beats it, the gain is RL's, not more
+    training's. CPU time, not wall minutes: on a machine other jobs share, GRPO's wall minutes buy less compute
+    than the same minutes on an idle one (issue 21: a control given a busy GRPO's wall minutes on an idle CPU got
+    33 SFT steps where an idle run's got 21)."""
     if not demos.read_text(encoding="utf-8").strip():
         raise ConfigError("no demonstrations left for the control (every accepted one went to the cold start)")
-    return _sft(cfg, stage, demos, sft_model, cfg.control_lr or cfg.sft_lr, 1000.0, None, minutes, progress)
+    return _sft(cfg, stage, demos, sft_model, cfg.control_lr or cfg.sft_lr, 1000.0, None, cpu_minutes, progress)
 
 
 def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]) -> Any:
@@ -218,26 +221,29 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     from muarl.train.plot import read_metrics
     from muarl.train.trainer import GRPOTrainer
 
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids), progress=progress)
     try:
         trainer.start(resume=True)  # fresh when there is no checkpoint yet
-        spent = _step_seconds(read_metrics(stage)) if (stage / "metrics.jsonl").exists() else 0.0
+        before = read_metrics(stage) if (stage / "metrics.jsonl").exists() else []
+        spent, cpu_spent = _step_seconds(before), sum(r.get("cpu_seconds", 0.0) for r in before)
         if trainer.step < trainer.cfg.steps:
             trainer.train(time_limit_s=max(0.0, 60 * cfg.grpo_minutes - spent))
     finally:
         trainer.close()
     rows = read_metrics(stage)
-    # GRPO's minutes, which the control is matched to: every step's rollouts and updates, in this attempt and any
-    # interrupted one before it (its checkpointed steps), plus this attempt's loading, saving and plotting
-    wall = time.monotonic() - started
-    minutes = (wall + spent) / 60
+    # GRPO's minutes, wall and CPU (the control is matched to the CPU minutes): every step's rollouts and updates,
+    # in this attempt and any interrupted one before it (its checkpointed steps), plus this attempt's loading,
+    # saving and plotting
+    minutes = (time.monotonic() - started + spent) / 60
+    cpu_minutes = (time.process_time() - cpu_started + cpu_spent) / 60
     ckpt = latest_checkpoint(stage)
     if ckpt is None:
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
     groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {
         "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
+        "cpu_minutes": cpu_minutes,
         "resumed_after_minutes": spent / 60 if spent else None,
         "group_size": trainer.cfg.group_size,
         "episodes": sum(int(r.get("episodes", 0)) for r in rows),

@@ -33,13 +33,13 @@ ids it was fed and the ids it sampled, nothing is re-tokenised.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from muarl.models.kv_cache import RowBatch
+from muarl.models.logits import last_token_logits
 
 SETTLE_LIMIT = 20  # event-loop passes to wait for more requests before a step (each pass costs microseconds)
 
@@ -125,10 +125,6 @@ class BatchedGenerator:
             seen = len(self._waiting)
             await asyncio.sleep(0)
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        device = self._device()
-        return torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
@@ -139,9 +135,9 @@ class BatchedGenerator:
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
             feed = torch.tensor([request.feed], device=self._device())
-            with torch.no_grad(), self._autocast():
-                out = self.model(input_ids=feed, past_key_values=request.cache, use_cache=True, logits_to_keep=1)
-            finished = self._take(request, out.logits[0, -1])
+            with torch.no_grad():
+                logits = last_token_logits(self.model, self.bf16, input_ids=feed, past_key_values=request.cache, use_cache=True)
+            finished = self._take(request, logits[0])
             self._waiting.pop(0)
             self.stats.prefills += 1
             if finished:
@@ -157,14 +153,14 @@ class BatchedGenerator:
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         device = self._device()
         feed = torch.tensor([[r.sampled[-1]] for r in rows], device=device)
-        with torch.no_grad(), self._autocast():
-            out = self.model(input_ids=feed, past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
-                             attention_mask=batch.attention_mask().to(device), position_ids=batch.positions().to(device))
+        with torch.no_grad():
+            logits = last_token_logits(self.model, self.bf16, input_ids=feed, past_key_values=batch.cache, use_cache=True,
+                                       attention_mask=batch.attention_mask().to(device), position_ids=batch.positions().to(device))
         batch.advance()
         self.stats.decode_steps += 1
         self.stats.decoded_rows += len(rows)
         self.stats.max_rows = max(self.stats.max_rows, len(rows))
-        done = [i for i, request in enumerate(rows) if self._take(request, out.logits[i, -1])]
+        done = [i for i, request in enumerate(rows) if self._take(request, logits[i])]
         if done:
             for i, cache in zip(done, batch.remove(done)):
                 self._finish(rows[i], cache)
@@ -172,7 +168,7 @@ class BatchedGenerator:
 
     def _take(self, request: GenerationRequest, logits: torch.Tensor) -> bool:
         """Sample the row's next token; True when its turn is over."""
-        token, logprob = self.sample(logits.float().cpu(), request.generator)
+        token, logprob = self.sample(logits.cpu(), request.generator)
         request.sampled.append(token)
         request.logprobs.append(logprob)
         return token in self.stop_ids or len(request.sampled) >= request.budget

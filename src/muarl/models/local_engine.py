@@ -24,7 +24,6 @@ options are on; only the floating-point path to the logits differs (last bits).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,12 +104,6 @@ class LocalPolicy(TokenFormat, Agent):
     def _sample(self, logits: Any, generator: Any) -> tuple[int, float]:
         return sample_token(logits, self.sampling.temperature, self.sampling.top_p, generator)
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        import torch
-
-        device = next(self.model.parameters()).device
-        return torch.autocast(device.type, dtype=torch.bfloat16) if self.sampling.bf16 else contextlib.nullcontext()
-
     def kv_cache(self) -> Any:
         """An empty KV cache for a session: it grows in place, and stores bfloat16 when the policy runs under
         bfloat16 autocast (what attention reads; ``muarl.models.kv_cache``)."""
@@ -124,10 +117,12 @@ class LocalPolicy(TokenFormat, Agent):
         """A new KV cache filled with ``ids`` (for the shared system-turn prefix)."""
         import torch
 
+        from muarl.models.logits import autocast_for, causal_lm_parts
+
         cache = self.kv_cache()
         feed = torch.tensor([ids], device=next(self.model.parameters()).device)
-        with torch.no_grad(), self.autocast():
-            self.model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        with torch.no_grad(), autocast_for(self.model, self.sampling.bf16):
+            causal_lm_parts(self.model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
         return cache
 
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> LocalSession:
@@ -157,6 +152,8 @@ class LocalSession(TokenSession):
         """This session alone: token by token on its own KV cache."""
         import torch
 
+        from muarl.models.logits import last_token_logits
+
         policy = self.policy
         if self._cache is None:
             self._cache = self.policy.kv_cache()
@@ -164,10 +161,10 @@ class LocalSession(TokenSession):
         feed = torch.tensor([self.ids[self._n_cached:]], device=device)
         sampled: list[int] = []
         logprobs: list[float] = []
-        with torch.no_grad(), policy.autocast():
+        with torch.no_grad():
             for _ in range(budget):
-                out = policy.model(input_ids=feed, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
-                token, logprob = policy._sample(out.logits[0, -1].float().cpu(), self._generator)
+                logits = last_token_logits(policy.model, policy.sampling.bf16, input_ids=feed, past_key_values=self._cache, use_cache=True)
+                token, logprob = policy._sample(logits[0].cpu(), self._generator)
                 sampled.append(token)
                 logprobs.append(logprob)
                 if token in policy.stop_ids:

@@ -58,6 +58,9 @@ class GRPOConfig(WorldConfig):
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
+    stratify_by: list[str] = Field(default_factory=list, description="task attributes (difficulty) or metadata keys "
+                                   "(changes_mind): the seeded order then takes their kinds in turn, so each step covers "
+                                   "every kind instead of what a plain shuffle brings")
     group_size: int = Field(8, ge=2, description="episodes per task (n of the group)")
     temperature: float = Field(1.0, ge=0, description="rollout sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling mass")
@@ -122,3 +125,5 @@ class SFTConfig(YamlConfig):
     save_every: int = Field(0, ge=0, description="also save every N steps (0: only at the end)")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps, even within the epochs")
     time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much training time")
+    cpu_time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much "
+                                                 "CPU time of the process (all threads): a budget other jobs on the machine do not shrink")

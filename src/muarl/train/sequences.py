@@ -6,17 +6,18 @@ and a collator that masked padding by id would never teach the model to stop.
 The forward pass computes logits only where the loss mask is 1 (the decoder runs on every token, the
 vocabulary projection only on supervised ones). Supervised tokens are a small share of a multi-turn episode
 (system prompt and tool results dominate), so this saves most of the memory and time of a [B, T, V] logits
-tensor. It assumes logits = lm_head(last hidden state), true of Llama, Qwen, Mistral and SmolLM families.
+tensor. It assumes logits = lm_head(last hidden state), true of Llama, Qwen, Mistral and SmolLM families. The
+projection runs in float32 under any autocast, as the sampler's does (``muarl.models.logits``).
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from muarl.models.logits import autocast_for, causal_lm_parts, float32_logits
 from muarl.train.grpo import entropy_from_logits, token_logprobs
 
 if TYPE_CHECKING:
@@ -57,17 +58,6 @@ def pad_sequences(ids: list[list[int]], masks: list[list[int]], pad_id: int, ext
     return PaddedBatch(input_ids, attention, loss_mask, values)
 
 
-def causal_lm_parts(model: Any) -> tuple[Any, Any]:
-    """(decoder returning hidden states, output projection) of a causal LM, PEFT-wrapped or not."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return inner.get_decoder(), inner.get_output_embeddings()
-
-
-def autocast_for(model: Any, bf16: bool) -> contextlib.AbstractContextManager:
-    device = next(model.parameters()).device
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-
 def supervised_logprobs(
     model: Any, batch: PaddedBatch, *, bf16: bool = False, with_entropy: bool = False, prefix: SharedPrefix | None = None,
     temperature: float = 1.0,
@@ -95,11 +85,11 @@ def supervised_logprobs(
         past = {"past_key_values": prefix.cache_for(rows), "use_cache": True}
     with autocast_for(model, bf16):
         hidden = decoder(input_ids=ids, attention_mask=attention, **past).last_hidden_state
-        logits = head(hidden[:, :-1][target_mask])
+    logits = float32_logits(head, hidden[:, :-1][target_mask])
     if temperature != 1.0:
         if temperature <= 0:
             raise ValueError(f"log-probabilities need a temperature > 0, got {temperature} (greedy decoding is not trained on)")
-        logits = logits.float() / temperature
+        logits = logits / temperature
     targets = ids[:, 1:][target_mask]
     logprobs = token_logprobs(logits, targets)
     entropy = entropy_from_logits(logits) if with_entropy else None

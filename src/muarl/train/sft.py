@@ -203,7 +203,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     total_steps = max(1, math.ceil(len(rows) * cfg.epochs / cfg.rows_per_step))
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     params = trainable_parameters(model)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = cfg.warmup_steps
@@ -214,7 +214,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     model.train()
     try:
         for step in tqdm(range(1, total_steps + 1), desc="SFT steps", disable=not progress, dynamic_ncols=True):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             picked: list[Example] = []
             for _ in range(cfg.rows_per_step):
                 if not stream:
@@ -231,11 +231,15 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
             covered = sum(len(ids) for ids, _ in picked) + cut * len(picked)
             metrics.write(step, {"loss": loss, "grad_norm": grad_norm, "lr": scheduler.get_last_lr()[0],
                                  "supervised_tokens": float(supervised), "rows": float(len(picked)),
-                                 "shared_prefix_tokens": float(cut), "tokens_per_s": covered / max(seconds, 1e-9)})
+                                 "shared_prefix_tokens": float(cut), "tokens_per_s": covered / max(seconds, 1e-9),
+                                 "seconds": seconds, "cpu_seconds": time.process_time() - cpu0})
             if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
                 save_full_model(model, tokenizer, out / f"model-step-{step:06d}")
             if cfg.time_limit_minutes is not None and time.perf_counter() - started >= 60 * cfg.time_limit_minutes:
                 log.info("SFT time limit of %.1f min reached after %d of %d steps", cfg.time_limit_minutes, step, total_steps)
+                break
+            if cfg.cpu_time_limit_minutes is not None and time.process_time() - cpu_started >= 60 * cfg.cpu_time_limit_minutes:
+                log.info("SFT CPU-time limit of %.1f min reached after %d of %d steps", cfg.cpu_time_limit_minutes, step, total_steps)
                 break
     finally:
         metrics.close()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from muarl.models.kv_cache import LayerKV, cache_layers, make_cache
-from muarl.train.sequences import autocast_for, causal_lm_parts
+from muarl.models.logits import autocast_for, causal_lm_parts
 
 MIN_SHARED_TOKENS = 16  # below this the bookkeeping costs more than the prefix forward it saves
 

@@ -2,7 +2,8 @@
 
 What it really does, step by step:
 
-1. Take the next ``tasks_per_step`` tasks of the training split (a seeded permutation per epoch).
+1. Take the next ``tasks_per_step`` tasks of the training split (a seeded permutation per epoch; with
+   ``stratify_by``, one whose kinds of task come in turn, so every step covers each kind).
 2. For each task run ``group_size`` episodes with the current policy (the local token-level engine, at
    ``temperature``) against the simulated user of the config's world section (scripted, an LLM at any
    OpenAI-compatible endpoint, or a frozen local model), with its tools and reward, through
@@ -69,6 +70,30 @@ USER_SETTINGS = ("user", "user_base_url", "user_strategy", "user_temperature", "
 
 class TrainingError(RuntimeError):
     """A step could not train at all (every episode errored); the message says what failed."""
+
+
+def task_kind(task: Task, keys: list[str]) -> tuple:
+    """The values of ``keys`` for a task: its attribute of that name (``difficulty``), else its metadata's."""
+    return tuple(getattr(task, key) if hasattr(task, key) else task.metadata.get(key) for key in keys)
+
+
+def epoch_order(tasks: list[Task], seed: int, epoch: int, stratify_by: list[str] | None = None) -> list[int]:
+    """Indices of ``tasks`` in the order epoch ``epoch`` draws them: a seeded shuffle. With ``stratify_by`` the
+    shuffle's kinds (:func:`task_kind`) are taken in turn, one task of each, so any run of as many tasks as there
+    are kinds covers every kind (while the smaller kinds last; then the rest go on in turn). A plain shuffle can
+    leave a rare kind out of several steps, and an update that never sees a kind can unlearn it."""
+    order = list(range(len(tasks)))
+    random.Random(f"{seed}/epoch/{epoch}").shuffle(order)
+    if not stratify_by:
+        return order
+    queues: dict[tuple, list[int]] = {}
+    for index in order:  # kinds in the order the shuffle first meets them: seeded too
+        queues.setdefault(task_kind(tasks[index], stratify_by), []).append(index)
+    turns, interleaved = [q[::-1] for q in queues.values()], []
+    while turns:
+        interleaved += [q.pop() for q in turns]
+        turns = [q for q in turns if q]
+    return interleaved
 
 
 def has_signal(group: list[Episode]) -> bool:
@@ -162,9 +187,7 @@ class GRPOTrainer:
         limit = min(n or self.cfg.tasks_per_step, len(self.tasks))
         while len(batch) < limit:
             epoch, index = divmod(self.position, len(self.tasks))
-            order = list(range(len(self.tasks)))
-            random.Random(f"{self.cfg.seed}/epoch/{epoch}").shuffle(order)
-            task = self.tasks[order[index]]
+            task = self.tasks[epoch_order(self.tasks, self.cfg.seed, epoch, self.cfg.stratify_by)[index]]
             self.position += 1
             if all(t.id != task.id for t in batch):  # an epoch boundary may bring a task of this batch again
                 batch.append(task)
@@ -339,7 +362,7 @@ class GRPOTrainer:
         return groups, round_ + 1
 
     def train_step(self) -> dict[str, float]:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         groups, rounds = self.collect_groups()
         rollout_seconds = time.perf_counter() - t0
         episodes = [e for g in groups for e in g]
@@ -356,6 +379,7 @@ class GRPOTrainer:
         metrics = {
             **episode_metrics(episodes), **group_stats, **losses,
             "lr": self.scheduler.get_last_lr()[0], "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "cpu_seconds": time.process_time() - cpu0,  # the process's CPU time (all threads) of rollouts and update
             "rollout_tokens_per_s": generated / max(rollout_seconds, 1e-9),
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
             "data_position": float(self.position), "sampling_rounds": float(rounds),

@@ -1,0 +1,107 @@
+"""The learning claim over several runs: one table of every run's paired differences, their mean and range, and
+the kinds of held-out task a run lost ground on.
+
+One run of the full form is one draw: its cold start, GRPO's sampled episodes and the tasks its steps drew all
+depend on the seed, and the precision the CPU picks changes the arithmetic. So the claim is reported over
+seeds (and precisions where the machine has both): each run's RL - SFT and RL - control with the exact McNemar
+p-value and the paired bootstrap CI (``muarl.demo.report``), the mean and the range across runs, and per kind of
+held-out task (level x change of mind) the cold start's and RL's success, a fall of more than ``DROP_FLAG``
+flagged. ``criteria`` checks issue 21's bar: every run's RL - SFT >= +15 points with p < 0.01, the mean
+RL - control > 0, and no kind falling by more than 10 points from the cold start in any run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from muarl.rollout.store import atomic_write_text
+
+DROP_FLAG = 0.10  # a kind of task whose success falls by more than this from the cold start is flagged
+MIN_GAIN, MAX_P = 0.15, 0.01  # issue 21: every run's RL - SFT at least +15 points with McNemar p < 0.01
+COMPARED = (("rl_minus_sft", "RL - SFT"), ("rl_minus_control", "RL - control"))
+
+
+def run_label(results: dict[str, Any]) -> str:
+    """``seed 3, bf16``: what tells runs apart in the table."""
+    return f"seed {results['config']['seed']}, {results.get('precision') or results['config']['precision']}"
+
+
+def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The across-run summary of several demo ``results`` (``muarl.demo.report.assemble``)."""
+    if not runs:
+        raise ValueError("no runs to summarise")
+    out: dict[str, Any] = {"runs": [], "deltas": {}, "kinds": {}, "criteria": {}}
+    for r in runs:
+        out["runs"].append({"label": run_label(r), "out": r["config"]["out"], "pilot": r["pilot"],
+                            **{name: r["deltas"].get(name) for name, _ in COMPARED}})
+    for name, _ in COMPARED:
+        values = [d["delta"] for d in (r["deltas"].get(name) for r in runs) if d and d["delta"] is not None]
+        if values:
+            out["deltas"][name] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n_runs": len(values)}
+    for r in runs:
+        for kind, g in r.get("by_group", {}).items():
+            row = out["kinds"].setdefault(kind, {"n": g["n"], "runs": []})
+            change = None if g.get("rl") is None or g.get("sft") is None else g["rl"] - g["sft"]
+            row["runs"].append({"label": run_label(r), "sft": g.get("sft"), "rl": g.get("rl"), "control": g.get("control"),
+                                "change": change, "flagged": change is not None and change < -DROP_FLAG})
+    gains = [d for d in (r["deltas"].get("rl_minus_sft") for r in runs)]
+    control = out["deltas"].get("rl_minus_control")
+    out["criteria"] = {
+        "every_run_rl_minus_sft": all(d and d["delta"] is not None and d["delta"] >= MIN_GAIN and d["p_mcnemar"] is not None
+                                      and d["p_mcnemar"] < MAX_P for d in gains),
+        "mean_rl_minus_control_positive": None if control is None else control["mean"] > 0,
+        "no_kind_drops": not any(run["flagged"] for k in out["kinds"].values() for run in k["runs"]),
+    }
+    return out
+
+
+def _pts(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _delta_cell(d: dict[str, Any] | None) -> str:
+    if not d or d["delta"] is None:
+        return "n/a"
+    ci = f" [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}]" if d.get("ci95") else ""
+    return f"{_pts(d['delta'])} ({d['gained']}/{d['lost']}, p = {d['p_mcnemar']:.2g}){ci}"
+
+
+def spread_markdown(summary: dict[str, Any]) -> str:
+    pilot = any(r["pilot"] for r in summary["runs"])
+    lines = ["PILOT (smoke runs of the pipeline; their numbers measure nothing)", ""] if pilot else []
+    lines += ["| run | RL - SFT (gained/lost, McNemar p) [paired 95% CI] | RL - control (gained/lost, McNemar p) [paired 95% CI] |",
+              "| --- | --- | --- |"]
+    lines += [f"| {r['label']} | {_delta_cell(r['rl_minus_sft'])} | {_delta_cell(r['rl_minus_control'])} |" for r in summary["runs"]]
+    cells = []
+    for name, _ in COMPARED:
+        d = summary["deltas"].get(name)
+        cells.append("n/a" if d is None else f"mean {_pts(d['mean'])}, range [{_pts(d['min'])}, {_pts(d['max'])}]")
+    lines += [f"| across {len(summary['runs'])} runs | {cells[0]} | {cells[1]} |", ""]
+    lines += ["| held-out tasks | n | run | cold-start SFT | RL | control | RL - SFT |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for kind, k in summary["kinds"].items():
+        for run in k["runs"]:
+            flag = " **fell > 10 points**" if run["flagged"] else ""
+            lines.append(f"| {kind} | {k['n']} | {run['label']} | {_pct(run['sft'])} | {_pct(run['rl'])} | {_pct(run['control'])} | "
+                         f"{_pts(run['change'])}{flag} |")
+    c = summary["criteria"]
+    verdict = {True: "yes", False: "NO", None: "n/a (no control)"}
+    lines += ["", f"- every run RL - SFT >= +{100 * MIN_GAIN:.0f} points with McNemar p < {MAX_P}: {verdict[c['every_run_rl_minus_sft']]}",
+              f"- mean RL - control > 0: {verdict[c['mean_rl_minus_control_positive']]}",
+              f"- no kind of held-out task falls by more than {100 * DROP_FLAG:.0f} points from the cold start in any run: "
+              f"{verdict[c['no_kind_drops']]}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_spread(out: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``OUT/spread.json`` and ``OUT/spread.md`` for ``runs``; returns the summary."""
+    summary = spread(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "spread.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(out / "spread.md", spread_markdown(summary))
+    return summary

@@ -1,0 +1,66 @@
+"""The learning claim over seeds: one table of every run's differences, their mean and range, and the kinds of
+held-out task a run lost ground on (issue 21)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from test_demo import pilot_config
+
+from muarl.cli import main
+from muarl.demo import run as demo_run
+from muarl.demo.spread import spread, spread_markdown
+
+
+def fake_run(seed: int, precision: str, rl_sft: tuple[float, int, int, float], rl_control: float, kinds: dict) -> dict:
+    delta, gained, lost, p = rl_sft
+    return {
+        "config": {"seed": seed, "precision": "auto", "out": f"runs/seed-{seed}"}, "precision": precision, "pilot": False,
+        "deltas": {"rl_minus_sft": {"delta": delta, "gained": gained, "lost": lost, "p_mcnemar": p, "ci95": [delta - 0.08, delta + 0.08],
+                                    "n_tasks": 150},
+                   "rl_minus_control": {"delta": rl_control, "gained": 10, "lost": 7, "p_mcnemar": 0.6, "ci95": None, "n_tasks": 150}},
+        "by_group": {kind: {"n": 10, "sft": sft, "rl": rl, "control": 0.5} for kind, (sft, rl) in kinds.items()},
+    }
+
+
+def test_mean_range_and_the_kinds_that_fell_are_computed_by_hand():
+    a = fake_run(0, "fp32", (0.333, 52, 2, 1.6e-13), 0.087, {"level 1": (1.0, 1.0), "level 2": (1.0, 0.923)})
+    b = fake_run(1, "bf16", (0.100, 32, 17, 0.044), -0.020, {"level 1": (1.0, 0.964), "level 2": (0.923, 0.385)})
+    summary = spread([a, b])
+    assert summary["deltas"]["rl_minus_sft"] == pytest.approx({"mean": 0.2165, "min": 0.100, "max": 0.333, "n_runs": 2})
+    assert summary["deltas"]["rl_minus_control"]["mean"] == pytest.approx(0.0335)
+    level2 = {r["label"]: r for r in summary["kinds"]["level 2"]["runs"]}
+    assert not level2["seed 0, fp32"]["flagged"]  # 100 -> 92.3: 7.7 points, under the 10-point flag
+    assert level2["seed 1, bf16"]["flagged"] and level2["seed 1, bf16"]["change"] == pytest.approx(-0.538)
+    # run 1 misses +15 points at p < 0.01 and loses level 2; the mean RL - control is still positive
+    assert summary["criteria"] == {"every_run_rl_minus_sft": False, "mean_rl_minus_control_positive": True, "no_kind_drops": False}
+    md = spread_markdown(summary)
+    assert "mean +21.7, range [+10.0, +33.3]" in md and "fell > 10 points" in md and "| seed 1, bf16 |" in md
+    assert "+33.3 (52/2, p = 1.6e-13) [+25.3, +41.3]" in md
+
+    good = spread([a])
+    assert good["criteria"] == {"every_run_rl_minus_sft": True, "mean_rl_minus_control_positive": True, "no_kind_drops": True}
+
+
+def test_pilot_seeds_run_each_in_its_own_directory_and_write_one_table(tmp_path):
+    cfg = pilot_config(tmp_path / "spread", control=False)
+    summary = demo_run.run_seeds(cfg, [0, 1], progress=False)
+    assert [r["label"].split(",")[0] for r in summary["runs"]] == ["seed 0", "seed 1"]
+    for seed in (0, 1):
+        results = json.loads((tmp_path / "spread" / f"seed-{seed}" / "results.json").read_text())
+        assert results["config"]["seed"] == seed and results["precision"] == "fp32"
+    assert summary["deltas"]["rl_minus_sft"]["n_runs"] == 2 and "rl_minus_control" not in summary["deltas"]
+    md = (tmp_path / "spread" / "spread.md").read_text()
+    assert md.startswith("PILOT") and "n/a (no control)" in md
+    assert json.loads((tmp_path / "spread" / "spread.json").read_text())["criteria"] == summary["criteria"]
+    with pytest.raises(Exception, match="distinct seeds"):
+        demo_run.run_seeds(cfg, [0, 0], progress=False)
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--seed", "1", "--seeds", "0,1"], "not both"),
+                                                (["--seeds", "0,x"], "comma-separated integers")])
+def test_the_command_refuses_bad_seeds_in_one_line(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d"), "--model", "tiny-random", "--quiet", *args])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
