@@ -117,3 +117,15 @@ def test_acebench_agent_multi_turn_talks_with_an_llm_user_over_http(tmp_path, ac
     report = json.loads((tmp_path / "u" / "suite.json").read_text())
     row = next(c for c in report["categories"] if c["category"] == "agent_multi_turn")
     assert report["user"] == "llm:user-model" and row["n_tasks"] == 2 and row["n_errored"] == 0
+
+
+def test_the_tau_suite_runs_telecom_with_tau2s_criteria_and_marks_a_partial_row(tmp_path):
+    load_or_skip("tau2-telecom")
+    result = invoke("eval-suite", "--suite", "tau", "--category", "tau2-telecom", "--agent", "oracle", "--limit", "2",
+                    "--out", str(tmp_path), "--quiet", "--bootstrap", "0")
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("tau2-telecom"))
+    assert row.split()[1:3] == ["2", "100.0"] and row.endswith("partial: the first 2 of 40 tasks")
+    assert "| tau2-telecom | 2 | 100.0 | – | – | 0 | partial: the first 2 of 40 tasks |" in (tmp_path / "suite.md").read_text()
+    episode = json.loads((tmp_path / "tau2-telecom" / "episodes.jsonl").read_text().splitlines()[0])
+    assert "ENV_ASSERTION" in episode["reward"]["components"]  # τ²'s criteria, the domain's default

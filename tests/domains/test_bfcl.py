@@ -175,6 +175,22 @@ def test_rollout_cli_runs_a_bfcl_domain(tmp_path):
     assert rewards == [1.0, 1.0, 1.0]
 
 
+def test_rollout_runs_bfcl_with_its_own_turn_budget_and_parallel_calls_by_default(tmp_path):
+    """Entries 38 and 46 of long_context need more than the generic 30 turns one call at a time: the domain's own
+    defaults (60 turns, every call of a turn run) apply unless the user sets others."""
+    load_or_skip("bfcl-mt-long-context")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-long-context", "--task", "multi_turn_long_context_38",
+                                       "--task", "multi_turn_long_context_46", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["reward"]["reward"] for line in (out / "episodes.jsonl").read_text().splitlines()] == [1.0, 1.0]
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert (config["max_turns"], config["parallel_tool_calls"]) == (MAX_TURNS, True)  # recorded resolved
+    cut = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-long-context", "--task", "multi_turn_long_context_38",
+                                    "--max-turns", "30", "--out", str(tmp_path / "cut"), "--quiet"])
+    assert "mean reward 0.000" in cut.output  # the user's setting wins
+
+
 def test_another_bfcl_eval_version_is_a_one_line_usage_error(tmp_path):
     """Its v3 data differs from the leaderboard's: the domains refuse it (here a distribution that says it is
     2025.7.9 comes first on the path) rather than score something else under the same name."""

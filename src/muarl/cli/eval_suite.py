@@ -30,7 +30,7 @@ from muarl.rollout.world import WorldConfig, make_world_user
 @click.option("--data-dir", help="Shared data directory (default: $MUARL_SHARED_DATA or ../shared/data).")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes at once.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=30, show_default=True, help="Agent turns per episode (categories scored on one response use 1).")
+@click.option("--max-turns", type=click.IntRange(min=1), help="Agent turns per episode [each domain's: BFCL 60, else 30] (categories scored on one response use 1).")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Agent completion tokens per turn.")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per model request.")
@@ -40,7 +40,7 @@ from muarl.rollout.world import WorldConfig, make_world_user
 @click.option("--resume", is_flag=True, help="Complete an interrupted suite run in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, user_base_url: str | None, categories: tuple[str, ...],
-               limit: int | None, data_dir: str | None, trials: int, concurrency: int, max_turns: int, temperature: float | None,
+               limit: int | None, data_dir: str | None, trials: int, concurrency: int, max_turns: int | None, temperature: float | None,
                max_tokens: int | None, timeout: float, seed: int, bootstrap: int, out: str, resume: bool, quiet: bool) -> None:
     """Run every category of a suite through the rollout runner; print and write (JSON, Markdown) its scores."""
     rows = suite_entries(suite, categories)

@@ -65,6 +65,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     try:
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
         world = build_world(cfg, cfg.concurrency)
+        cfg = world.config  # the domain's defaults filled in: what run.json records and a resume is checked against
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                            max_retries=cfg.max_retries, concurrency=cfg.concurrency, precision=cfg.precision,
                            max_context=cfg.max_context, temperature=cfg.temperature, max_tokens=cfg.max_tokens)

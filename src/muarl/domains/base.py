@@ -426,6 +426,17 @@ class ToolRegistry:
 # ---------------------------------------------------------------- domain
 
 
+@dataclass(frozen=True)
+class EpisodeDefaults:
+    """How a domain's episodes run and are scored unless the user says otherwise: the benchmark's own settings, so
+    that ``muarl rollout --domain X`` scores X as X's authors do (τ²'s criteria on τ² worlds; BFCL's turn budget and
+    parallel calls), and every command that runs episodes starts from the same ones."""
+
+    reward: str = "outcome"  # a name of muarl.reward.REWARDS
+    max_turns: int = 30  # agent turns before an episode is cut
+    parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
+
+
 class GoldReplayError(RuntimeError):
     """A task's gold actions do not run cleanly: the task is broken, not the agent."""
 
@@ -446,6 +457,7 @@ class Domain:
     user_tools: ToolRegistry = field(default_factory=ToolRegistry)
     description: str = ""
     greeting: str | None = None  # if set, the agent opens with it (τ-bench: "Hi! How can I help you today?")
+    defaults: EpisodeDefaults = EpisodeDefaults()
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 

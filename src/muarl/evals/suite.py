@@ -13,7 +13,7 @@ steps are tasks, and it counts as solved when all of them are, as ACEBench score
 is then the mean share of a conversation's steps solved (for agent entries, the reward's own process accuracy).
 ACEBench's overall score weights its groups' unweighted category means as its repository does: normal 0.578,
 special 0.2676, agent 0.1545; it is given only when every category of the three ran on all its tasks (a run with
-``--limit`` that cuts a category marks it ``incomplete``, and gives no overall score).
+``--limit`` that cuts a category marks its row ``partial: the first N of M tasks``, and gives no overall score).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from muarl.evals.paired import paired_bootstrap_ci
 from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import make_reward
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.rollout.world import WorldConfig, make_world_user
@@ -48,9 +47,7 @@ class SuiteEntry:
     category: str
     domain: str
     split: str | None = None  # None: the domain's "test" split, else its last one
-    reward: str = "outcome"
-    max_turns: int | None = None  # None: the run's setting
-    parallel_tool_calls: bool = False
+    max_turns: int | None = None  # this many whatever the run's (one response; BFCL's budget); None: the run's, else the domain's
     unit: Literal["task", "conversation"] = "task"  # conversation: Task.metadata["conversation"] groups the tasks
     group: str | None = None  # the suite's score group (ACEBench: normal / special / agent)
     process: bool = False  # report process accuracy (a conversation's share of steps, or the reward's process_accuracy)
@@ -60,11 +57,11 @@ class SuiteEntry:
 def _acebench() -> list[SuiteEntry]:
     from muarl.domains.acebench import NORMAL_SPLITS, SPECIAL_SPLITS  # names only: no data is read
 
-    one = {"max_turns": 1, "parallel_tool_calls": True}  # scored by the domains' own verdict (ACEBench's checker)
+    one = {"max_turns": 1}  # one response, scored by the domains' own verdict (ACEBench's checker)
     rows = [SuiteEntry(f"normal_{s}", "acebench-normal", s, group="normal", **one,
                        **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
-    agent = {"parallel_tool_calls": True, "group": "agent", "process": True}
+    agent = {"group": "agent", "process": True}
     rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
              SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows
@@ -72,11 +69,8 @@ def _acebench() -> list[SuiteEntry]:
 
 SUITES: dict[str, list[SuiteEntry]] = {
     "acebench": _acebench(),
-    "tau": [
-        SuiteEntry("tau-retail", "tau-retail"), SuiteEntry("tau-airline", "tau-airline"),
-        SuiteEntry("tau2-retail", "tau2-retail", reward="tau2"), SuiteEntry("tau2-airline", "tau2-airline", reward="tau2"),
-    ],
-    "bfcl": [SuiteEntry(name, name, max_turns=MAX_TURNS, parallel_tool_calls=True, user="scripted") for name in BFCL_SUITE],
+    "tau": [SuiteEntry(name, name) for name in ("tau-retail", "tau-airline", "tau2-retail", "tau2-airline", "tau2-telecom")],
+    "bfcl": [SuiteEntry(name, name, max_turns=MAX_TURNS, user="scripted") for name in BFCL_SUITE],  # as long as BFCL needs
 }
 
 # a suite's overall score: weights of its groups' unweighted category means (ACEBench's repository)
@@ -199,9 +193,12 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
 async def run_suite(
     rows: Sequence[tuple[str, SuiteEntry]], agent: Agent, user: UserSimulator, out: Path, *,
     data_dir: str | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
-    max_turns: int = 30, resume: bool = False, bootstrap: int = 1000, progress: bool = True,
+    max_turns: int | None = None, resume: bool = False, bootstrap: int = 1000, progress: bool = True,
 ) -> SuiteReport:
-    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it."""
+    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it. Each runs and
+    is scored with its domain's defaults (τ²'s criteria, BFCL's turn budget and parallel calls; see
+    :class:`~muarl.domains.base.EpisodeDefaults`); ``max_turns``, if given, replaces the turn budget of the
+    multi-turn categories."""
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
@@ -222,9 +219,10 @@ async def run_suite(
             continue
         path = out / entry.category / EPISODES_FILE
         own_user = make_world_user(WorldConfig(user=entry.user)) if entry.user else None
-        loop = LoopConfig(max_turns=entry.max_turns or max_turns, parallel_tool_calls=entry.parallel_tool_calls)
+        world = WorldConfig(domain=entry.domain, max_turns=entry.max_turns or max_turns).for_domain(domain)
         await run_many(domain, tasks, agent, own_user or user, trials=trials, concurrency=concurrency, out=path, resume=resume, seed=seed,
-                       config=loop, reward_fn=make_reward(entry.reward), progress=progress, desc=entry.category, keep_episodes=False)
+                       config=world.loop_config(), reward_fn=make_reward(world.reward), progress=progress, desc=entry.category,
+                       keep_episodes=False)
         if own_user:
             await own_user.aclose()
         episodes, _ = read_episodes(path, outcomes_only=True)
@@ -244,8 +242,9 @@ def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
         rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "errored", "note"]])
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
+        note = f"skipped: {c.reason}" if c.reason else f"partial: {c.incomplete}" if c.incomplete else ""
         rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
-                     str(c.n_errored) if c.status == "ran" else "–", f"skipped: {c.reason}" if c.reason else ""])
+                     str(c.n_errored) if c.status == "ran" else "–", note])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
             rows.append([f"{group} (mean)", "", _pct(value), "", "", "", ""])

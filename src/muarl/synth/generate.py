@@ -134,7 +134,7 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
         if tools == "simulated":
             raise SynthError("tools 'simulated' needs a scenario file (--scenario); a domain's tools run locally or over MCP")
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
-        reward_fn: RewardFn = make_reward(cfg.reward)
+        reward_fn: RewardFn = make_reward(cfg.for_domain(domain).reward)
         ident = IDENTIFICATION_TOOLS.get(domain.name, [])
     else:
         domain = scenario.domain()
@@ -238,6 +238,7 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
         raise SynthError(f"{out} already holds a synthesis: pass --resume to complete it, or choose another --out")
     _parquet_wanted(cfg)  # fail before generating, not after
     world = await build_synth_world(cfg)
+    cfg = cfg.for_domain(world.domain)  # the domain's turn budget and parallel calls where the config sets none
     agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                        max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature)
     user = make_world_user(cfg, cfg.concurrency)
