@@ -26,6 +26,11 @@ class ContextFull(RuntimeError):
     """
 
 
+# The error code of an HTTP 400 that says the prompt outgrew the model's context: OpenAI's, which ``muarl serve``
+# gives too, so that muarl's client (models/openai_client.py) tells it from a request the server could not serve.
+CONTEXT_FULL_CODE = "context_length_exceeded"
+
+
 @dataclass
 class AgentTurn:
     """One policy turn: an assistant message (text for the user, or tool calls) and what it cost."""
