@@ -76,5 +76,6 @@ def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, us
         sys.exit(2)
     errored = sum(c.n_errored for c in report.categories)
     if errored:
-        click.echo(f"warning: {errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
+        click.echo(f"warning: {errored} episode(s) errored (model, user or tool server failures; see each category's "
+                   "episodes); `--resume` runs them again", err=True)
         sys.exit(EXIT_ERRORED)

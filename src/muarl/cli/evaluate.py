@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,6 +26,21 @@ def fail_unscored(episodes: list[Episode], where: str | Path) -> NoReturn:
     cause = f"all {len(errors)} errored, e.g. {errors[0]}" if errors else "there are none"
     click.echo(f"error: no episode in {where} was scored: {cause}", err=True)
     sys.exit(EXIT_ERRORED)
+
+
+# what an errored episode's recorded error (``"ExceptionName: message"``) says failed
+FAILED_PARTS = {"ModelError": "model server", "UserError": "user server", "BackendError": "tool server"}
+
+
+def warn_errored(episodes: list[Episode]) -> None:
+    """Say on stderr how many of a run's episodes errored and what failed (model, user or tool server)."""
+    errored = [ep for ep in latest_per_key(episodes) if ep.errored]
+    if not errored:
+        return
+    parts = Counter(FAILED_PARTS.get((ep.error or "").partition(":")[0], "other failures") for ep in errored)
+    what = ", ".join(f"{part}: {n}" for part, n in parts.most_common())
+    click.echo(f"warning: {len(errored)} episode(s) errored ({what}; e.g. {' '.join((errored[0].error or '').split())[:200]}); "
+               "`--resume` runs them again", err=True)
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
