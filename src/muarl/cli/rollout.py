@@ -15,7 +15,7 @@ from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError, RolloutConfig
-from muarl.rollout.runner import run_many
+from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
 from muarl.rollout.world import build_world
 
@@ -56,6 +56,7 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict, planned: set[tu
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH agent [auto].")
+@click.option("--max-context", type=int, help="Tokens per episode of a local:PATH agent [the model's context length].")
 @click.option("--user-precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH user [auto].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
@@ -90,6 +91,9 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     if holds_run:
         info = _resumed_run_info(out, cfg, info, {(t.id, trial) for t in world.tasks for trial in range(cfg.trials)})
     write_run_info(out, info)
+    too_long = prompts_beyond_context(world.domain, world.tasks, agent)
+    if too_long:
+        click.echo(f"warning: {too_long}", err=True)
 
     async def go():  # noqa: ANN202
         try:

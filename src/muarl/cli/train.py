@@ -11,6 +11,7 @@ import click
 
 from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError
+from muarl.rollout.runner import prompts_beyond_context
 from muarl.rollout.store import writable_dir
 
 
@@ -48,6 +49,9 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
         writable_dir(cfg.out)
         trainer = GRPOTrainer(cfg, progress=not quiet)
         trainer.start(resume=resume)
+        too_long = prompts_beyond_context(trainer.domain, trainer.tasks, trainer.policy(trainer.cfg.temperature))
+        if too_long:
+            click.echo(f"warning: {too_long}", err=True)
     except (ConfigError, ValueError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     try:

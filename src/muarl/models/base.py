@@ -59,5 +59,13 @@ class Agent(ABC):
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
         """A fresh session for one episode of ``task``, offered ``tools``."""
 
+    def context_size(self) -> int | None:
+        """Tokens one episode's conversation may hold, for agents that know it (token-level ones); else None."""
+        return None
+
+    def system_tokens(self, system: str, tools: list[ToolSpec]) -> int | None:
+        """Tokens of the opening system turn (the prompt with the tool schemas), for agents that tokenise; else None."""
+        return None
+
     async def aclose(self) -> None:
         """Release shared resources (HTTP clients, models)."""

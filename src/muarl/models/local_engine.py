@@ -130,6 +130,12 @@ class LocalPolicy(TokenFormat, Agent):
             self.model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return cache
 
+    def context_size(self) -> int:
+        return self.sampling.max_context
+
+    def system_tokens(self, system: str, tools: list[ToolSpec]) -> int:
+        return len(self.encode(self.chat_format.system_text(system, tools)))
+
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> LocalSession:
         return LocalSession(self, tools, seed)
 
