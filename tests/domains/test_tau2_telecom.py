@@ -124,6 +124,22 @@ def call(domain, state, name, user=True, **kwargs):
     return (domain.run_user_tool if user else domain.run_tool)(state, name, kwargs)
 
 
+@pytest.mark.parametrize(("name", "arguments"), [("set_network_mode_preference", {"mode": 2}),
+                                                 ("set_network_mode_preference", {"mode": None}),
+                                                 ("set_apn_settings", {"apn_settings": "internet"})])
+def test_a_wrongly_typed_phone_setting_is_refused_and_changes_nothing(tau2_telecom, name, arguments):
+    """A departure from τ², kept on purpose and measured in docs/tau-bench.md: τ² stores these values on the phone
+    (which changes its reward on some tasks, and crashes its evaluator for the APN string); muarl refuses the call."""
+    from muarl.domains.base import ArgumentError
+
+    task = next(t for t in all_tasks(tau2_telecom) if any(a.requestor == "user" for a in t.actions))
+    state = tau2_telecom.new_state(task)
+    before = state.hash()
+    with pytest.raises(ArgumentError):
+        call(tau2_telecom, state, name, **arguments)
+    assert state.hash() == before
+
+
 def test_a_paid_bill_and_resumed_line_serve_the_phone_after_a_reboot(tau2_telecom):
     state = tau2_telecom.new_state()
     for name, args in [("set_user_info", {"name": "John Smith", "phone_number": "555-123-2002"}),
