@@ -31,7 +31,8 @@ this with a Python that has τ²'s dependencies, e.g. a venv in /tmp) and reads 
 ``TAU2_DATA_DIR``, which the script points at a temporary copy of the shared telecom folder. Nothing of τ² is
 committed.
 
-    /tmp/tau2-venv/bin/python bench/tau2_telecom_agreement.py --upstream /tmp/tau2-up/src [--random 20] [--seed 0] [--typed]
+    /tmp/tau2-venv/bin/python bench/tau2_telecom_agreement.py --upstream /tmp/tau2-up/src [--random 20] [--seed 0]
+        [--typed [--typed-tools set_network_mode_preference,set_apn_settings]]
 """
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ WRONG_TYPES: list[Any] = ["", "x", 0, 12345, 1.5, True, None, [], ["x"], {}, {"a
 TYPED_BASE = {"mode": "4g_5g_preferred", "apn_settings": {"apn_name": "internet"}, "app_name": "messaging", "permission": "sms"}
 
 
-def typed_trajectories(task: Any, domain: Any) -> list[tuple[str, list[tuple[str, str, dict]]]]:
+def typed_trajectories(task: Any, domain: Any, tools: set[str] | None = None) -> list[tuple[str, list[tuple[str, str, dict]]]]:
     """(label, calls) for one task: its gold calls with one wrongly typed user call inserted after the gold user
-    actions, for every user tool argument and every value of WRONG_TYPES muarl's schema refuses there."""
+    actions, for every argument of the user tools (only ``tools``, if given) and every value of WRONG_TYPES
+    muarl's schema refuses there."""
     from muarl.domains.base import ArgumentError
 
     gold = [(a["requestor"], a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"] or []]
@@ -99,6 +101,8 @@ def typed_trajectories(task: Any, domain: Any) -> list[tuple[str, list[tuple[str
     at = users[-1] + 1 if users else len(gold)
     out = []
     for tool in domain.user_tools:
+        if tools is not None and tool.name not in tools:
+            continue
         params = list(tool.spec.parameters["properties"])
         for param in params:
             for value in WRONG_TYPES:
@@ -138,6 +142,7 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=20, help="random trajectories per task")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--typed", action="store_true", help="score the wrongly typed user calls of typed_trajectories instead")
+    parser.add_argument("--typed-tools", help="with --typed: only these user tools (comma-separated)")
     args = parser.parse_args()
 
     data = Path(args.data_dir) / "tau2-bench" / "telecom"
@@ -171,7 +176,8 @@ def main() -> None:
     for raw in raw_tasks:
         up_task = UpTask.model_validate(raw)
         task = ours[raw["id"]]
-        made = typed_trajectories(raw, domain) if args.typed else trajectories(raw, rng, args.random, agent_names, user_names)
+        only = set(args.typed_tools.split(",")) if args.typed_tools else None
+        made = typed_trajectories(raw, domain, only) if args.typed else trajectories(raw, rng, args.random, agent_names, user_names)
         for label, calls in made:
             TelecomUserTools.default_vpn_details = pristine_vpn.model_copy(deep=True)
             t0 = time.perf_counter()
