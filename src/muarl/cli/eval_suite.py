@@ -60,7 +60,8 @@ def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, us
     async def go():  # noqa: ANN202
         try:
             return await run_suite(rows, policy, simulator, out_dir, data_dir=data_dir, limit=limit, trials=trials, concurrency=concurrency,
-                                   seed=seed, max_turns=max_turns, resume=resume, bootstrap=bootstrap, progress=not quiet)
+                                   seed=seed, max_turns=max_turns, resume=resume, bootstrap=bootstrap, progress=not quiet,
+                                   warn=lambda category, text: click.echo(f"warning: {category}: {text}", err=True))
         finally:
             await policy.aclose()
             await simulator.aclose()

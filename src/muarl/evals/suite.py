@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,7 @@ from muarl.evals.paired import paired_bootstrap_ci
 from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import make_reward
-from muarl.rollout.runner import run_many
+from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.rollout.world import WorldConfig, make_world_user
 from muarl.types import Episode, Task
@@ -100,6 +100,7 @@ class CategoryResult:
     status: Literal["ran", "skipped"]
     reason: str = ""  # why it was skipped
     incomplete: str = ""  # set when the run covered only part of the category's tasks (--limit): then no overall score
+    warning: str = ""  # said before the category ran: its system turn does not fit the agent's context
     group: str | None = None
     unit: str = "task"
     n_tasks: int = 0
@@ -194,11 +195,13 @@ async def run_suite(
     rows: Sequence[tuple[str, SuiteEntry]], agent: Agent, user: UserSimulator, out: Path, *,
     data_dir: str | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
     max_turns: int | None = None, resume: bool = False, bootstrap: int = 1000, progress: bool = True,
+    warn: Callable[[str, str], None] | None = None,
 ) -> SuiteReport:
     """Run each category (skipping, with the reason, those whose domain or data is absent) and score it. Each runs and
     is scored with its domain's defaults (τ²'s criteria, BFCL's turn budget and parallel calls; see
     :class:`~muarl.domains.base.EpisodeDefaults`); ``max_turns``, if given, replaces the turn budget of the
-    multi-turn categories."""
+    multi-turn categories. ``warn(category, text)`` is told, before a category runs, when its tasks' system turn
+    fills the agent's context (:func:`~muarl.rollout.runner.prompts_beyond_context`)."""
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
@@ -217,6 +220,9 @@ async def run_suite(
         except (InputError, FileNotFoundError) as exc:
             result.reason = " ".join(str(exc).split())
             continue
+        result.warning = prompts_beyond_context(domain, tasks, agent) or ""
+        if result.warning and warn is not None:
+            warn(entry.category, result.warning)
         path = out / entry.category / EPISODES_FILE
         own_user = make_world_user(WorldConfig(user=entry.user)) if entry.user else None
         world = WorldConfig(domain=entry.domain, max_turns=entry.max_turns or max_turns).for_domain(domain)
