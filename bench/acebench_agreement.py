@@ -7,7 +7,7 @@ upstream code is used from a copy outside the repository (it is never imported b
 export is stubbed, as it needs pandas/openpyxl and writes nothing we read):
 
     git clone https://github.com/ACEBench/ACEBench /tmp/acebench-upstream
-    MUARL_SHARED_DATA=../shared/data muarl eval-suite --suite acebench --agent oracle --out /tmp/ace-oracle
+    MUARL_DATA=../shared/data muarl eval-suite --suite acebench --agent oracle --out /tmp/ace-oracle
     python bench/acebench_agreement.py --upstream /tmp/acebench-upstream --run /tmp/ace-oracle --perturb
 
 Agent entries (phone and travel): the calls each episode executed are run on upstream's own scenario classes, and
@@ -33,7 +33,7 @@ import types
 from pathlib import Path
 
 from muarl.domains import load_domain
-from muarl.evals.acebench_checker import AnswerSyntaxError, acebench_reward, answer_calls, answer_text, check_normal, render_calls
+from muarl.domains.acebench.checker import AnswerSyntaxError, acebench_reward, answer_calls, answer_text, check_normal, render_calls
 from muarl.rollout.store import EPISODES_FILE, latest_per_key, read_episodes
 from muarl.types import Message, Task, ToolCall
 
@@ -154,7 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upstream", required=True, type=Path, help="a copy of the ACEBench repository")
     ap.add_argument("--run", required=True, type=Path, help="an eval-suite output directory (acebench suite)")
-    ap.add_argument("--data-dir", help="shared data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
+    ap.add_argument("--data-dir", help="data directory (default: $MUARL_DATA, then ~/.cache/muarl/data)")
     ap.add_argument("--perturb", action="store_true", help="also compare on wrong answers derived from each answered entry's possible answer or reference calls")
     args = ap.parse_args()
     up = _upstream(args.upstream)

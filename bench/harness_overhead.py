@@ -21,7 +21,8 @@ from muarl.domains import load_domain
 from muarl.models.loopback_server import LoopbackServer
 from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent, OracleSession
-from muarl.rollout.runner import episode_seed, run_many
+from muarl.rollout.runner import run_many
+from muarl.seeds import episode_seed, user_seed
 from muarl.users.scripted import ScriptedUser, ScriptedUserSession
 
 
@@ -29,7 +30,7 @@ def _openings(tasks):  # noqa: ANN001, ANN202
     """The scripted user's first line for each task (trial 0, run seed 0), kept only where it is unique."""
     seen: dict[str, list] = {}
     for task in tasks:
-        session = ScriptedUserSession(task, episode_seed(0, task.id, 0))
+        session = ScriptedUserSession(task, user_seed(episode_seed(0, task.id, 0)))
         text = asyncio.run(session.reply([])).text
         seen.setdefault(text, []).append(task)
     return {text: ts[0] for text, ts in seen.items() if len(ts) == 1}

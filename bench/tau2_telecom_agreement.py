@@ -7,7 +7,7 @@ agent's calls and the user's, each with its requestor, as τ²'s orchestrator ma
 its actions in turn, and ``--random`` seeded trajectories mixing the gold actions (shuffled, some dropped) with
 random calls of both sides (valid and invalid arguments, unknown ids, wrong types). Every trajectory is then
 scored by τ²'s ``evaluate_simulation`` (evaluation type ALL, its replay of the messages included) and, after
-converting the messages to muarl's, by ``muarl.evals.tau2_criteria.evaluate_tau2`` on the ``tau2-telecom``
+converting the messages to muarl's, by ``muarl.domains.tau.tau2_criteria.evaluate_tau2`` on the ``tau2-telecom``
 domain. The script reports how often the rewards agree (and the ENV_ASSERTION and ACTION components, and every
 single assertion), lists disagreements, and checks that the phone and the carrier records end equal (listing
 the trajectories where they do not).
@@ -52,10 +52,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from muarl.data.store import find_root
 from muarl.domains import load_domain
 from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
 from muarl.domains.tau.telecom.user_tools import USER_TOOLS
-from muarl.evals.tau2_criteria import evaluate_tau2
+from muarl.domains.tau.tau2_criteria import evaluate_tau2
 from muarl.types import Message, ToolCall
 
 CUSTOMERS = ["C1001", "C1002", "C1003", "C1004", "C9999"]
@@ -138,14 +139,14 @@ def trajectories(task: Any, rng: random.Random, n_random: int, agent_names: list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--upstream", required=True, help="τ²'s src folder (holding tau2/)")
-    parser.add_argument("--data-dir", default=os.environ.get("MUARL_SHARED_DATA", "../shared/data"))
+    parser.add_argument("--data-dir", help="data directory holding tau2-bench/ (default: where muarl finds it: $MUARL_DATA, then the cache)")
     parser.add_argument("--random", type=int, default=20, help="random trajectories per task")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--typed", action="store_true", help="score the wrongly typed user calls of typed_trajectories instead")
     parser.add_argument("--typed-tools", help="with --typed: only these user tools (comma-separated)")
     args = parser.parse_args()
 
-    data = Path(args.data_dir) / "tau2-bench" / "telecom"
+    data = find_root("tau2-bench", args.data_dir) / "tau2-bench" / "telecom"
     scratch = Path(tempfile.mkdtemp(prefix="tau2-data-"))
     shutil.copytree(data, scratch / "tau2" / "domains" / "telecom")
     os.environ["TAU2_DATA_DIR"] = str(scratch)

@@ -148,7 +148,7 @@ def bench_domain(domain_name: str, data_dir: str | None, upstream: Path | None, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", type=Path, help="a τ-bench checkout (the folder holding tau_bench/)")
-    parser.add_argument("--data-dir", help="shared data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
+    parser.add_argument("--data-dir", help="data directory (default: $MUARL_DATA, then ~/.cache/muarl/data)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per muarl episode, the best kept (upstream runs once)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()

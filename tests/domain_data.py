@@ -13,4 +13,4 @@ def load_or_skip(name: str) -> Domain:
     try:
         return load_domain(name)
     except FileNotFoundError as exc:  # the τ / ACEBench data errors, and BFCL's (BfclUnavailable)
-        pytest.skip(f"benchmark data not available ({exc}); set MUARL_SHARED_DATA to the shared data directory, or install requirements-bfcl.txt")
+        pytest.skip(f"benchmark data not available ({exc}); set MUARL_DATA to a data directory (`muarl data pull`), or install requirements-bfcl.txt")

@@ -1,6 +1,7 @@
 """Real servers for tests: ``muarl serve-mcp`` on the shop test world (a subprocess over stdio or streamable
 HTTP on loopback, or any ASGI app in a thread), and raw loopback servers that misbehave: one that never
-answers, one that answers every request with the same JSON (not MCP, not a chat completion)."""
+answers, one that answers every request with the same JSON (not MCP, not a chat completion), and a file server
+that can cut a body short."""
 
 from __future__ import annotations
 
@@ -94,6 +95,45 @@ def silent_server() -> Iterator[tuple[str, list[socket.socket]]]:
 
 
 @contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free loopback port from a thread, for the ``with`` block; yields the base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@contextlib.contextmanager
+def file_server(files: dict[str, bytes], cut: set[str] = frozenset()) -> Iterator[str]:
+    """A loopback HTTP server answering ``GET /<path>`` with ``files[path]`` (404 for other paths); for a path in
+    ``cut`` it announces the whole length, sends half the body and closes the connection."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+            path = self.path.lstrip("/")
+            if path not in files:
+                self.send_error(404)
+                return
+            body = files[path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2] if path in cut else body)
+            if path in cut:
+                self.close_connection = True
+
+    with _serving(Handler) as base:
+        yield base
+
+
+@contextlib.contextmanager
 def json_server(payload: dict) -> Iterator[str]:
     """A loopback HTTP server answering every request, whatever its path, with ``payload`` as JSON (200)."""
     body = json.dumps(payload).encode()
@@ -112,14 +152,8 @@ def json_server(payload: dict) -> Iterator[str]:
 
         do_POST = do_GET = do_DELETE = _answer
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with _serving(Handler) as base:
+        yield f"{base}/mcp"
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from muarl.cli import main
+from muarl.data.store import find_root
 from muarl.domains.spec import load_domain_spec
-from muarl.domains.tau.loader import shared_data_dir
 from muarl.types import Episode
 
 CLINIC_TASK = "clinic-test-0000"
@@ -44,9 +44,9 @@ def error_line(result) -> str:
 def _retail_copy(tmp_path: Path) -> Path:
     """A data directory holding a copy of the τ-bench retail files, to be damaged one at a time."""
     try:
-        source = shared_data_dir() / "tau-bench" / "retail"
+        source = find_root("tau-bench") / "tau-bench" / "retail"
     except FileNotFoundError as exc:
-        pytest.skip(f"τ-bench data not available ({exc}); set MUARL_SHARED_DATA")
+        pytest.skip(f"τ-bench data not available ({exc})")
     target = tmp_path / "data" / "tau-bench" / "retail"
     shutil.copytree(source, target)
     return tmp_path / "data"
@@ -111,7 +111,7 @@ def test_serve_mcp_reports_a_domain_that_cannot_load_in_one_line(args, message):
 
 def test_a_tau2_db_of_the_wrong_shape_is_named(tmp_path):
     try:
-        source = shared_data_dir() / "tau2-bench" / "retail"
+        source = find_root("tau2-bench") / "tau2-bench" / "retail"
     except FileNotFoundError as exc:
         pytest.skip(f"τ²-bench data not available ({exc})")
     target = tmp_path / "tau2-bench" / "retail"

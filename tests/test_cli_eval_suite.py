@@ -126,7 +126,7 @@ def test_the_tau_suite_runs_telecom_with_tau2s_criteria_and_marks_a_partial_row(
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("tau2-telecom"))
     assert row.split()[1:3] == ["2", "100.0"] and row.endswith("partial: the first 2 of 40 tasks")
-    assert "| tau2-telecom | 2 | 100.0 | – | – | 0 | partial: the first 2 of 40 tasks |" in (tmp_path / "suite.md").read_text()
+    assert "| tau2-telecom | 2 | 100.0 | – | – | – | – | 0 | 0 | partial: the first 2 of 40 tasks |" in (tmp_path / "suite.md").read_text()
     episode = json.loads((tmp_path / "tau2-telecom" / "episodes.jsonl").read_text().splitlines()[0])
     assert "ENV_ASSERTION" in episode["reward"]["components"]  # τ²'s criteria, the domain's default
 
@@ -141,3 +141,30 @@ def test_a_category_whose_system_turn_fills_the_agents_context_is_warned_about_b
     assert warning.startswith("warning: tau-airline: the system prompt and tool schemas take ") and "1 of 1 task(s)" in warning
     [row] = json.loads((tmp_path / "suite.json").read_text())["categories"]
     assert row["warning"] == warning.removeprefix("warning: tau-airline: ")
+
+
+def test_the_suites_user_takes_its_sampling_strategy_and_retries(tmp_path, acebench_data):
+    """eval-suite builds each category's world as every command does (rollout.world.build_world), so its LLM user
+    takes the same settings as `muarl rollout`'s: temperature, completion tokens, strategy and retries."""
+    from muarl.models.loopback_server import HTTPFailure, LoopbackServer
+    from muarl.rollout.store import read_episodes
+    from muarl.users.base import STOP
+
+    seen = []
+
+    def user_model(request):
+        seen.append(request)
+        if len(seen) == 1:
+            raise HTTPFailure(503)  # retried: --max-retries 1 lets the episode go on
+        return {"content": "Thought: ask.\nUser Response: Please help me." if len(request["messages"]) <= 2 else f"Thought: done.\nUser Response: {STOP}"}
+
+    with LoopbackServer(user_model) as server:
+        result = invoke("eval-suite", "--suite", "acebench", "--category", "agent_multi_turn", "--agent", "oracle",
+                        "--user", "llm:user-model", "--user-base-url", server.base_url, "--user-temperature", "0.3",
+                        "--user-max-tokens", "40", "--user-strategy", "react", "--max-retries", "1", "--limit", "1",
+                        "--concurrency", "1", "--out", str(tmp_path / "u"), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert all(r["temperature"] == 0.3 and r["max_tokens"] == 40 for r in seen)
+    episodes, _ = read_episodes(tmp_path / "u" / "agent_multi_turn" / "episodes.jsonl")
+    assert [ep.errored for ep in episodes] == [False] and episodes[0].user == "llm:user-model+react"
+    assert episodes[0].user_settings == {"strategy": "react", "max_checks": 2, "temperature": 0.3, "max_tokens": 40}

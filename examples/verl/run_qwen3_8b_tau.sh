@@ -5,6 +5,9 @@
 #
 # Before running: the data (muarl export-verl ...), the user server, and agent_loops.yaml's user_base_url and
 # data_dir (docs/scale.md "Launch"). NNODES/GPUS_PER_NODE pick single node (1 x 8) or a Ray cluster.
+# muarl_grpo is verl's GRPO without the episodes whose user or tool server failed (muarl registers it with verl);
+# MuarlAgentLoopManager adds muarl's training dynamics to verl's step metrics (timing_s/muarl/...). verl's
+# synchronous trainer (use_v1=false) is the path tests/integrations/test_verl_grpo_step.py drives on CPU.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DATA=${DATA:-$HOME/data/muarl-verl}
@@ -13,7 +16,7 @@ NNODES=${NNODES:-1}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 
 python3 -m verl.trainer.main_ppo \
-    algorithm.adv_estimator=grpo \
+    algorithm.adv_estimator=muarl_grpo \
     algorithm.use_kl_in_reward=false \
     data.train_files="[$DATA/tau-retail/rl_train.parquet,$DATA/tau2-airline/rl_train.parquet]" \
     data.val_files="[$DATA/tau-retail/rl_dev.parquet]" \
@@ -36,7 +39,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.entropy_coeff=0 \
     actor_rollout_ref.actor.fsdp_config.param_offload=false \
     actor_rollout_ref.actor.fsdp_config.optimizer_offload=false \
-    actor_rollout_ref.rollout.name=sglang \
+    actor_rollout_ref.rollout.name=vllm \
     actor_rollout_ref.rollout.mode=async \
     actor_rollout_ref.rollout.n=8 \
     actor_rollout_ref.rollout.temperature=1.0 \
@@ -48,9 +51,11 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$HERE/agent_loops.yaml" \
     actor_rollout_ref.rollout.agent.default_agent_loop=muarl \
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=muarl.integrations.verl_metrics.MuarlAgentLoopManager \
     actor_rollout_ref.ref.fsdp_config.param_offload=true \
     trainer.critic_warmup=0 \
-    trainer.logger='["console"]' \
+    trainer.use_v1=false \
+    trainer.logger='["console","tensorboard"]' \
     trainer.project_name=muarl \
     trainer.experiment_name=qwen3-8b-tau-mua-rl \
     trainer.nnodes="$NNODES" \

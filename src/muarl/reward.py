@@ -13,14 +13,11 @@ training's group statistics read, so shaping the reward never changes what count
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
-from muarl.domains.base import Domain
+from muarl.domains.base import Domain, RewardFn
 from muarl.types import Message, RewardInfo, Task
 
-
-class RewardFn(Protocol):
-    def __call__(self, domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int) -> RewardInfo: ...
+__all__ = ["RewardFn", "make_reward", "outcome_reward", "turn_penalised"]
 
 
 def normalise_output(text: str) -> str:
@@ -60,8 +57,8 @@ def turn_penalised(penalty: float = 0.01, floor: float = 0.0) -> RewardFn:
 
 
 def _tau2(**options: str | float | None) -> RewardFn:
-    """τ²-bench's criteria (DB, COMMUNICATE, ACTION, NL assertions); see :mod:`muarl.evals.tau2_criteria`."""
-    from muarl.evals.tau2_criteria import tau2_reward
+    """τ²-bench's criteria (DB, COMMUNICATE, ACTION, NL assertions); see :mod:`muarl.domains.tau.tau2_criteria`."""
+    from muarl.domains.tau.tau2_criteria import tau2_reward
 
     return tau2_reward(**options)  # type: ignore[arg-type]
 

@@ -375,6 +375,49 @@ class TokenTrace(_Model):
     logprobs: list[float]  # sampling log-probability per token (0.0 where loss_mask is 0)
 
 
+CheckStatus = Literal["pass", "fail", "not_applicable", "error"]
+FailureLabel = Literal["agent", "user", "task", "infra", "undecided"]
+
+
+class Evidence(_Model):
+    """Where a verdict looked: a message index of ``Episode.messages`` and a short quote of it."""
+
+    index: int
+    quote: str = ""
+
+
+class CheckVerdict(_Model):
+    """One trajectory check's verdict on one episode (see :mod:`muarl.checks`). ``error``: the check itself
+    raised (a defect of the check, recorded rather than crashing the run)."""
+
+    check: str
+    status: CheckStatus
+    detail: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+    value: float | None = None  # a measured quantity where the check has one (turns after completion, ...)
+
+
+class UserFault(_Model):
+    """A way the simulated user left its instruction: injected by the fault-injecting user (ground truth) or
+    found by the attribution rules. ``index``: the user message of ``Episode.messages`` it happened in."""
+
+    kind: Literal["stop", "withhold", "wrong_value", "invent", "ignore_confirmation"]
+    index: int
+    detail: str = ""
+
+
+class Attribution(_Model):
+    """Whose fault a failed or errored episode is, and why (see :mod:`muarl.checks.attribution`)."""
+
+    label: FailureLabel
+    reason: str
+    # rules: a rule decided; default: no rule did and the agent is blamed by default (what a judge is asked about);
+    # judge: an LLM judge decided (or, as ``undecided``, could not)
+    source: Literal["rules", "default", "judge"] = "rules"
+    evidence: list[Evidence] = Field(default_factory=list)
+    user_faults: list[UserFault] = Field(default_factory=list)  # what the user-fault rules found
+
+
 class Episode(_Model):
     """One conversation between a policy and a simulated user on one task, with everything measured."""
 
@@ -384,6 +427,7 @@ class Episode(_Model):
     trial: int = 0
     agent: str = ""
     user: str = ""
+    user_settings: dict[str, Any] = Field(default_factory=dict)  # the user's strategy, sampling, precision (UserSimulator.settings)
     messages: list[Message] = Field(default_factory=list)  # the agent's view, system prompt first
     tool_executions: list[ToolExecution] = Field(default_factory=list)
     timings: list[TurnTiming] = Field(default_factory=list)
@@ -400,6 +444,9 @@ class Episode(_Model):
     # dual control: the user's own tool calls and their results, each run with the index in ``messages`` of the
     # user message they came before (the agent never sees them; :meth:`trajectory` puts them back)
     user_tool_messages: list[tuple[int, list[Message]]] = Field(default_factory=list)
+    checks: list[CheckVerdict] | None = None  # trajectory checks (None: not computed, e.g. files written before them)
+    attribution: Attribution | None = None  # whose fault, for a failed or errored episode whose checks were computed
+    injected_faults: list[UserFault] = Field(default_factory=list)  # faults a fault-injecting user made on purpose
 
     def trajectory(self) -> list[Message]:
         """The whole conversation as it happened: the agent's view with the user's tool traffic put back in place
@@ -409,6 +456,11 @@ class Episode(_Model):
     @property
     def errored(self) -> bool:
         return self.termination == "error"
+
+    @property
+    def succeeded(self) -> bool:
+        """The reward function's verdict (``RewardInfo.success``); an errored episode has none."""
+        return self.reward is not None and self.reward.success
 
     @property
     def key(self) -> tuple[str, int]:

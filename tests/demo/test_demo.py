@@ -38,6 +38,9 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
         assert set(row["per_task"]) == set(saved["eval_tasks"]["base_ids" if name == "base" else "ids"]), name
     assert saved["stages"]["floor"]["success"] == 0.0  # every clinic-lite task needs a write
     assert saved["stages"]["ceiling"]["success"] == 1.0  # the demo's loop lets a perfect agent succeed
+    # how each model behaved: the oracle confirms every (revised) value before writing and stops when done
+    assert saved["stages"]["ceiling"]["confirmed_before_write"] == 1.0 and saved["stages"]["ceiling"]["turns_after_completion"] <= 1
+    assert saved["stages"]["floor"]["confirmed_before_write"] is None  # it never writes
     assert {"rl_minus_sft", "rl_minus_control", "control_minus_sft", "sft_minus_base"} == set(saved["deltas"])
     assert saved["deltas"]["rl_minus_sft"]["n_tasks"] == 3 and saved["deltas"]["sft_minus_base"]["n_tasks"] == 2
 
@@ -64,7 +67,7 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     groups = saved["by_group"]
     assert sum(g["n"] for g in groups.values()) == 3 and all(set(g) >= {"n", "sft", "rl", "control"} for g in groups.values())
     md = (tmp_path / "demo" / "results.md").read_text()
-    assert "PILOT" in md and "RL - control" in md and "McNemar" in md
+    assert "PILOT" in md and "RL - control" in md and "McNemar" in md and "| confirmed before write | turns after completion |" in md
 
     def refuse(*args, **kwargs):
         raise AssertionError("a finished stage ran again")

@@ -8,7 +8,7 @@ import pytest
 from tau_oracle import oracle_messages, run_actions
 
 from muarl.domains.base import ToolError
-from muarl.evals.tau2_criteria import evaluate_tau2
+from muarl.domains.tau.tau2_criteria import evaluate_tau2
 
 RETAIL_TOOLS = {
     "calculate", "cancel_pending_order", "exchange_delivered_order_items", "find_user_id_by_email", "find_user_id_by_name_zip",

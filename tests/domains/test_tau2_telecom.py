@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from muarl.cli import main
 from muarl.domains.tau.telecom import scenario
 from muarl.domains.tau.telecom.phone import sync_with_carrier
-from muarl.evals.tau2_criteria import evaluate_tau2
+from muarl.domains.tau.tau2_criteria import evaluate_tau2
 from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.reward import make_reward
 from muarl.rollout.episode import run_episode

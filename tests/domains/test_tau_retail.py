@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 from tau_oracle import oracle_messages, run_actions, score
+from tau_sources import tau_task_source
 
+from muarl.data.store import DataNotFound, find_root
 from muarl.domains import load_domain
 from muarl.domains.base import ArgumentError, ToolError
-from muarl.domains.tau.loader import TauDataError, shared_data_dir, tasks_from_python
+from muarl.domains.tau.loader import TauDataError, tasks_from_python
 from muarl.reward import outcome_reward
 from muarl.types import Action
 
@@ -302,25 +304,13 @@ def test_state_hash_resets_between_episodes(retail):
 
 
 def test_checkout_layout_reads_python_task_files_without_running_them(tmp_path: Path, retail):
-    src = shared_data_dir() / "tau-bench" / "retail"
+    src = find_root("tau-bench") / "tau-bench" / "retail"
     envs = tmp_path / "tau_bench" / "envs" / "retail"
     (envs / "data").mkdir(parents=True)
     for table in ("users", "orders", "products"):
         (envs / "data" / f"{table}.json").symlink_to(src / f"{table}.json")
     (envs / "wiki.md").write_text("# wiki policy\n")
-    raw = json.loads((src / "tasks_dev.json").read_text())
-
-    def py(value):
-        if isinstance(value, dict):
-            return "{" + ", ".join(f"{k!r}: {py(v)}" for k, v in value.items()) + "}"
-        return repr(value)
-
-    lines = ["from tau_bench.types import Task, Action", "raise SystemExit('must not run')", "", "TASKS_DEV = ["]
-    for t in raw:
-        actions = ", ".join(f"Action(name={a['name']!r}, kwargs={py(a['kwargs'])})" for a in t["actions"])
-        lines.append(f"    Task(annotator='0', user_id={t['user_id']!r}, instruction={t['instruction']!r}, actions=[{actions}], outputs={t['outputs']!r}),")
-    lines.append("]")
-    (envs / "tasks_dev.py").write_text("\n".join(lines))
+    (envs / "tasks_dev.py").write_text(tau_task_source(json.loads((src / "tasks_dev.json").read_text()), "TASKS_DEV"))
     domain = load_domain("tau-retail", str(tmp_path))
     assert domain.policy == "# wiki policy\n"
     assert [t.model_dump(exclude={"metadata"}) for t in domain.tasks("dev")] == [t.model_dump(exclude={"metadata"}) for t in retail.tasks("dev")]
@@ -333,9 +323,12 @@ def test_task_file_parser_refuses_code():
         tasks_from_python("TASKS = [Task(user_id=__import__('os').getcwd())]")
 
 
-def test_missing_data_says_how_to_point_at_it(tmp_path, monkeypatch):
-    with pytest.raises(TauDataError, match="--data-dir"):
+def test_missing_data_says_how_to_get_it(tmp_path, monkeypatch):
+    with pytest.raises(TauDataError, match="muarl data pull tau-bench"):
         load_domain("tau-retail", str(tmp_path))
-    monkeypatch.setenv("MUARL_SHARED_DATA", str(tmp_path / "nope"))
-    with pytest.raises(TauDataError, match="MUARL_SHARED_DATA"):
-        shared_data_dir()
+    with pytest.raises(DataNotFound, match="does not exist"):
+        load_domain("tau-retail", str(tmp_path / "nope"))
+    monkeypatch.setenv("MUARL_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(DataNotFound, match=r"no tau2-bench data found \(looked in .*empty, .*cache.*\): run `muarl data pull tau2-bench`"):
+        load_domain("tau2-retail")

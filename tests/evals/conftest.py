@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 
 from muarl.domains import load_domain
-from muarl.domains.tau.loader import TauDataError
 
 
 def _load(name):
     try:
         return load_domain(name)
-    except TauDataError as exc:
-        pytest.skip(f"τ-bench data not available ({exc}); set MUARL_SHARED_DATA")
+    except FileNotFoundError as exc:  # TauDataError, DataNotFound
+        pytest.skip(f"τ-bench data not available ({exc}); `muarl data pull tau-bench tau2-bench`, or set MUARL_DATA")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from muarl.evals.passk import pass_at_k, pass_hat_k, per_task, succeeded, summarise
+from muarl.evals.passk import pass_at_k, pass_hat_k, per_task, summarise
 from muarl.types import Episode, RewardInfo
 
 
@@ -55,8 +55,8 @@ def test_summary_of_a_run():
 
 
 def test_success_needs_state_and_every_output():
-    assert succeeded(ep("a", 0, True)) and not succeeded(ep("a", 0, True, outputs_ok=False))
-    assert not succeeded(ep("a", 0, False)) and not succeeded(ep("a", 0, None))
+    assert ep("a", 0, True).succeeded and not ep("a", 0, True, outputs_ok=False).succeeded
+    assert not ep("a", 0, False).succeeded and not ep("a", 0, None).succeeded
 
 
 def test_tasks_with_fewer_trials_are_left_out_of_larger_k():
@@ -86,8 +86,8 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
 def test_success_is_the_reward_functions_verdict_and_old_files_get_the_old_one():
     shaped = RewardInfo(reward=0.93, success=True, state_match=True, final_hash="f", gold_hash="f")
     episode = Episode(task_id="a", domain="d", split="test", termination="user_stop", reward=shaped)
-    assert succeeded(episode) and summarise([episode]).pass_hat_k[1] == 1.0
+    assert episode.succeeded and summarise([episode]).pass_hat_k[1] == 1.0
     judged_out = RewardInfo(reward=0.0, success=False, state_match=True, outputs_found={"x": True}, final_hash="f", gold_hash="f")
-    assert not succeeded(Episode(task_id="a", domain="d", split="test", termination="user_stop", reward=judged_out))
+    assert not Episode(task_id="a", domain="d", split="test", termination="user_stop", reward=judged_out).succeeded
     legacy = RewardInfo.model_validate_json('{"reward": 1.0, "state_match": true, "outputs_found": {"x": false}, "final_hash": "f", "gold_hash": "f"}')
     assert legacy.success is False  # what pass^k counted before the field existed: state and outputs

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-verl = pytest.importorskip("verl", reason="the verl extra is not installed (pip install verl==0.9.1 --no-deps, docs/scale.md)")
+if os.environ.get("CI"):  # in CI verl must be there: a missing install fails instead of skipping
+    import verl
+else:
+    verl = pytest.importorskip("verl", reason="the verl test dependencies are not installed (see the README's test command)")
 
 from click.testing import CliRunner  # noqa: E402
 
@@ -136,10 +139,12 @@ def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, mode
     assert out.batch["rm_scores"][0].sum().item() == ours.reward.reward
     assert out.non_tensor_batch["muarl_termination"][0] == ours.termination
     assert out.non_tensor_batch["muarl_agent_turns"][0] == ours.agent_turns
-    assert out.non_tensor_batch["__num_turns__"][0] == len(ours.messages) - 1
+    # turns in the tokens: up to the policy's last turn (the user's closing line is never rendered for it)
+    last = max(i for i, m in enumerate(ours.messages) if m.role == "assistant")
+    assert out.non_tensor_batch["__num_turns__"][0] == last < len(ours.messages) - 1
 
 
-def test_an_episode_whose_user_server_fails_is_not_scored_but_fails_the_step(tmp_path, model_dir):
+def test_an_episode_whose_user_server_fails_trains_nothing_and_does_not_stop_the_step(tmp_path, model_dir):
     from muarl.models.loopback_server import HTTPFailure, LoopbackServer
 
     def broken(request):
@@ -147,8 +152,10 @@ def test_an_episode_whose_user_server_fails_is_not_scored_but_fails_the_step(tmp
 
     exported = CliRunner().invoke(main, ["export-verl", "--domain", "toy", "--out", str(tmp_path / "data")])
     assert exported.exit_code == 0, exported.output
-    with LoopbackServer(broken) as server, pytest.raises(RuntimeError, match="errored: .*503"):
-        run_row_in_verl(tmp_path, model_dir, {**WORLD, "user_base_url": server.base_url})
+    with LoopbackServer(broken) as server:
+        out, _ = run_row_in_verl(tmp_path, model_dir, {**WORLD, "user_base_url": server.base_url})
+    assert out.non_tensor_batch["muarl_errored"][0] and "503" in out.non_tensor_batch["muarl_error"][0]
+    assert not out.batch["response_mask"][0].any() and out.batch["rm_scores"][0].sum().item() == 0.0
 
 
 def test_export_verl_refuses_a_test_split_unless_forced(tmp_path):
@@ -162,6 +169,14 @@ def test_export_verl_refuses_a_test_split_unless_forced(tmp_path):
     assert [r["extra_info"]["split"] for r in rows] == ["test"] * 3 and {r["agent_name"] for r in rows} == {"muarl"}
 
 
+def transformers_above_verls_cap() -> bool:
+    """verl 0.9.1 requires transformers < 5.11: the one known reason its SFT dataset may not import."""
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version("5.11")
+
+
 def test_sft_parquet_loads_with_verls_multi_turn_sft_dataset(tmp_path, model_dir):
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
@@ -171,6 +186,8 @@ def test_sft_parquet_loads_with_verls_multi_turn_sft_dataset(tmp_path, model_dir
     try:
         from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
     except ImportError as exc:  # verl 0.9.1 caps transformers < 5.11; newer ones lack a Qwen2-VL class it imports
+        if "Qwen2VL" not in str(exc) or not transformers_above_verls_cap():
+            raise
         pytest.skip(f"verl's MultiTurnSFTDataset does not import with this transformers: {exc}")
 
     tools = [t.to_openai() for t in load_domain_spec("toy").tools.specs()]

@@ -4,8 +4,8 @@ Specification: whatever a policy says (empty or huge or exotic text, calls to un
 are not JSON, not objects, the wrong shape or types, deeply nested, many calls per turn, a terminal tool
 called wrongly) the loop returns an Episode and never errors because of it; every tool call is answered by
 exactly one tool message with its id, right after the call; ``malformed_calls`` counts exactly the
-executed calls that were unparsable, to unknown tools or with misfitting arguments; the Episode survives
-the JSON-lines round trip unchanged.
+executed calls that were unparsable, to unknown tools or with misfitting arguments; every trajectory check
+and the failure attribution judge it without raising; the Episode survives the JSON-lines round trip unchanged.
 """
 
 from __future__ import annotations
@@ -118,7 +118,16 @@ def test_any_assistant_output_gives_a_valid_episode(turns, parallel):
     if episode.termination == "terminal_tool":
         assert any(e.name == "transfer_to_human_agents" and e.error is None for e in episode.tool_executions)
 
+    assert_judged(episode)
     assert Episode.model_validate_json(episode.model_dump_json()) == episode
+
+
+def assert_judged(episode: Episode) -> None:
+    """Every check gave a verdict without raising, and a failed episode got a label the rules decided."""
+    assert episode.checks, "the loop ran no checks"
+    assert [v for v in episode.checks if v.status == "error"] == []
+    assert (episode.attribution is None) == bool(episode.reward and episode.reward.success)
+    assert episode.attribution is None or episode.attribution.label != "undecided", episode.attribution
 
 
 # ---------------------------------------------------------------- volume: every registered domain
@@ -252,6 +261,7 @@ def test_ten_thousand_random_messages_per_domain_never_break_the_loop_or_the_see
         assert episode.error is None and episode.reward is not None, episode.error
         assert episode.termination in {"max_turns", "terminal_tool"}
         answered_calls(episode)
+        assert_judged(episode)
         assert Episode.model_validate_json(episode.model_dump_json()) == episode
         return episode
 

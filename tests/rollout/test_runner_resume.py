@@ -32,7 +32,8 @@ from muarl.models.openai_client import ChatClient, OpenAIAgent
 from muarl.models.oracle import OracleAgent
 from muarl.rollout.backends import LocalToolBackend
 from muarl.rollout.config import RolloutConfig
-from muarl.rollout.runner import episode_seed, run_many
+from muarl.rollout.runner import run_many
+from muarl.seeds import episode_seed
 from muarl.rollout.store import EpisodeWriter, atomic_write_text, latest_per_key, read_episodes
 from muarl.types import Episode
 from muarl.users.scripted import ScriptedUser

@@ -96,7 +96,7 @@ def test_run_directory_guards(tmp_path):
     assert (tmp_path / "r" / "config.yaml").is_file() and (tmp_path / "r" / "checkpoints" / "latest").is_file()
     with pytest.raises(ConfigError, match="already holds a run"):
         GRPOTrainer(config(tmp_path / "r", steps=2), progress=False).start()
-    with pytest.raises(ConfigError, match="only steps may change"):
+    with pytest.raises(ConfigError, match="lr: 0.001 -> 0.5"):
         GRPOTrainer(config(tmp_path / "r", steps=2, lr=0.5), progress=False).start(resume=True)
 
 
@@ -235,3 +235,31 @@ def test_a_time_box_stops_before_a_step_that_would_not_end_inside_it(tmp_path, m
     trainer.train(time_limit_s=350.0)
     assert trainer.step == 3 and clock[0] == 300.0  # the old box, checked after the crossing step, ran a 4th to 400 s
     assert (tmp_path / "r" / "checkpoints" / "latest").read_text().strip().endswith("3")  # the last step is checkpointed
+
+
+def test_a_local_users_precision_is_recorded_resolved(tmp_path):
+    # as the policy's is: "auto" says nothing about the run, the precision this machine gave it does
+    trainer = GRPOTrainer(config(tmp_path / "run", user="local:tiny-random", user_precision="auto"), progress=False)
+    trainer.start()
+    resolved = "bf16" if precision.use_bf16("auto") else "fp32"
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["user_settings"]["user_precision"] == resolved
+    assert GRPOConfig.load(tmp_path / "run" / "config.yaml").user_precision == resolved
+
+
+def test_a_resume_may_move_the_endpoints_and_names_what_else_differs(tmp_path):
+    first = GRPOTrainer(config(tmp_path / "r", steps=1), progress=False)
+    first.start()
+    first.train()
+    # where and how patiently episodes run may change, as in `muarl rollout --resume`
+    moved = GRPOTrainer(config(tmp_path / "r", steps=2, timeout=5.0, max_retries=0, user_base_url="http://127.0.0.1:9/v1"), progress=False)
+    moved.start(resume=True)
+    assert moved.step == 1
+    assert GRPOConfig.load(tmp_path / "r" / "config.yaml").timeout == 5.0  # the run records where it runs now
+    with pytest.raises(ConfigError) as refused:
+        GRPOTrainer(config(tmp_path / "r", steps=2, lr=0.5, max_turns=3), progress=False).start(resume=True)
+    assert "lr: 0.001 -> 0.5" in str(refused.value) and "max_turns: 2 -> 3" in str(refused.value)
+    # only what differs and may not is named; a nested setting by its path
+    recorded = config(tmp_path).model_dump(mode="json")
+    assert config(tmp_path, lr=0.5, timeout=1.0).resume_conflicts(recorded) == ["lr: 0.001 -> 0.5"]
+    assert config(tmp_path, model=ModelConfig(name="tiny-random", precision="bf16")).resume_conflicts(recorded) == ["model.precision: 'fp32' -> 'bf16'"]

@@ -15,6 +15,7 @@ from muarl.domains import load_domain
 from muarl.models.loopback_server import HTTPFailure, LoopbackServer
 from muarl.models.openai_client import ChatClient
 from muarl.rollout.episode import run_episode
+from muarl.seeds import user_seed
 from muarl.types import Message
 from muarl.users.base import STOP, TRANSFER
 from muarl.users.llm import OPEN_PROMPT, LLMUser, flip_roles
@@ -168,4 +169,5 @@ def test_every_request_carries_a_seed_from_the_episode_so_a_rerun_replays_the_cu
     asyncio.run(go(7))
     asyncio.run(go(7))
     asyncio.run(go(8))
-    assert seen[:2] == seen[2:4] == [7, 8] and seen[4:] == [8, 9]
+    first, other = user_seed(7), user_seed(8)  # the user's own seed, never the agent's (muarl.seeds)
+    assert seen[:2] == seen[2:4] == [first, first + 1] and seen[4:] == [other, other + 1]

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "export-verl": "muarl.cli.export_verl:export_verl",
     "serve": "muarl.cli.serve:serve",
     "demo": "muarl.cli.demo:demo",
+    "data": "muarl.cli.data:data",
 }
 
 

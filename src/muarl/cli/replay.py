@@ -10,7 +10,7 @@ import click
 @click.command("replay")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--domain", "domain_name", required=True, help="registered domain name, e.g. tau-retail or tau2-airline")
-@click.option("--data-dir", default=None, help="data directory (default: $MUARL_SHARED_DATA or ../shared/data)")
+@click.option("--data-dir", default=None, help="data directory (default: $MUARL_DATA, then ~/.cache/muarl/data; see `muarl data pull`)")
 @click.option("--split", default="test", show_default=True, help="split of τ-bench results, whose task ids are indices")
 @click.option("--task", "task_id", default=None, help="task id of a file that holds one bare message list")
 @click.option("--shipped-tasks", is_flag=True,
@@ -23,7 +23,7 @@ def replay(file: str, domain_name: str, data_dir: str | None, split: str, task_i
     """Replay FILE's trajectories on DOMAIN and print each new reward beside the recorded one."""
     from muarl.domains import load_domain
     from muarl.evals.replay import read_trajectories, replay_all
-    from muarl.evals.tau2_criteria import JudgeConfig, nl_ungraded
+    from muarl.domains.tau.tau2_criteria import JudgeConfig, nl_ungraded
 
     if (judge_base_url is None) != (judge_model is None):
         raise click.UsageError("give both --judge-base-url and --judge-model, or neither")

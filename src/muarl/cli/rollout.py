@@ -52,7 +52,7 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict, planned: set[tu
 @click.option("--agent", help="oracle | none | openai:MODEL | local:PATH [oracle].")
 @click.option("--agent-base-url", help="OpenAI-compatible endpoint of the agent.")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
-@click.option("--user", help="scripted | scripted:cooperative | llm:MODEL | local:PATH [scripted].")
+@click.option("--user", help="scripted | scripted:cooperative | scripted:faulty[:RATE[:KINDS]] | llm:MODEL | local:PATH [scripted].")
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH agent [auto].")

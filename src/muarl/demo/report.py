@@ -93,8 +93,9 @@ def results_markdown(results: dict[str, Any]) -> str:
         (f"{head}Strict success on held-out {ev['domain']} test tasks (greedy, scripted user, at most {ev['max_turns']} "
          f"agent turns; 95% CI: bootstrap over tasks). Trained models: {ev['n']} tasks; the base model: {len(ev['base_ids'])} of them."),
         "",
-        "| model | tasks | success (95% CI) | malformed calls / episode | turns / episode | errored | minutes: train + eval |",
-        "| --- | ---: | --- | ---: | ---: | ---: | --- |",
+        ("| model | tasks | success (95% CI) | malformed calls / episode | turns / episode | confirmed before write | "
+         "turns after completion | errored | minutes: train + eval |"),
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for key in ROWS:
         if key not in stages:
@@ -103,7 +104,8 @@ def results_markdown(results: dict[str, Any]) -> str:
         ci = f" [{_pct(row['ci95'][0])}, {_pct(row['ci95'][1])}]" if row.get("ci95") else ""
         minutes = "" if row["eval_minutes"] is None else f"{row['train_minutes']:.1f} + {row['eval_minutes']:.1f}"
         lines.append(f"| {row['label']} | {row['n_tasks']} | {_pct(row['success'])}{ci} | {_num(row['malformed_calls_per_episode'])} | "
-                     f"{_num(row['turns_per_episode'], 1)} | {row['n_errored']} | {minutes} |")
+                     f"{_num(row['turns_per_episode'], 1)} | {_pct(row.get('confirmed_before_write'))} | "
+                     f"{_num(row.get('turns_after_completion'), 1)} | {row['n_errored']} | {minutes} |")
     lines.append("")
     if stages["ceiling"]["success"] is not None and stages["ceiling"]["success"] < 1:
         lines.append(f"- WARNING: the oracle fails {100 * (1 - stages['ceiling']['success']):.0f}% of the eval tasks "

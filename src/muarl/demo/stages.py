@@ -20,19 +20,19 @@ from typing import Any
 from muarl.config import ConfigError
 from muarl.demo.config import DemoConfig
 from muarl.domains import load_domain
+from muarl.evals.conduct import check_mean_value, check_pass_rate
 from muarl.evals.paired import success_rates
 from muarl.evals.passk import per_task, summarise
 from muarl.models.oracle import DoNothingAgent, OracleAgent
-from muarl.rollout.episode import LoopConfig
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
+from muarl.rollout.world import World, WorldConfig, build_world
 from muarl.train.metrics import episode_metrics
 from muarl.types import Episode, Task
-from muarl.users.factory import make_user
 
 SFT_DEMOS = "sft_demos.jsonl"
 # the user GRPO trains with and every evaluation scores against (the one who changes their mind), built from
-# its spec by the same factory for both
+# its spec by build_world for both
 USER = "scripted"
 CONTROL_DEMOS = "control_demos.jsonl"
 
@@ -68,9 +68,11 @@ def task_group(task: Task) -> str:
     return group + (", changes mind" if task.metadata.get("changes_mind") else "")
 
 
-def loop_config(cfg: DemoConfig) -> LoopConfig:
-    """The episode loop evaluation runs (the trainer's rollouts use the same cut-offs)."""
-    return LoopConfig(max_turns=cfg.max_turns, token_budget=cfg.context - cfg.max_new_tokens)
+def eval_world(cfg: DemoConfig, tasks: list[Task]) -> World:
+    """The world an evaluation runs in, built as every command builds one (``build_world``): ``tasks`` against the
+    scripted user, cut at the trainer's turn limit and context."""
+    return build_world(WorldConfig(domain=cfg.domain, split=tasks[0].split, task_ids=[t.id for t in tasks], user=USER,
+                                   max_turns=cfg.max_turns, token_budget=cfg.context - cfg.max_new_tokens))
 
 
 # ---------------------------------------------------------------------------- demonstrations
@@ -120,6 +122,9 @@ def score(episodes: list[Episode]) -> dict[str, Any]:
         "mean_reward": summary.to_json()["mean_reward"],
         "malformed_calls_per_episode": extra.get("malformed_calls_per_episode"),
         "turns_per_episode": extra.get("turns_per_episode"), "tool_calls_per_episode": extra.get("tool_calls_per_episode"),
+        # how it behaved (docs/checks.md): a yes to the (revised) value before each write, and talk after the task was done
+        "confirmed_before_write": check_pass_rate(episodes, "confirmed_before_write"),
+        "turns_after_completion": check_mean_value(episodes, "turns_after_completion"),
         "n_tasks": summary.n_tasks, "n_errored": summary.n_errored,
         "generated_tokens_per_s": generated / agent_seconds if agent_seconds else None,
         "errors": sorted({e.error for e in episodes if e.errored and e.error})[:5],
@@ -131,8 +136,10 @@ def run_agent(agent: Any, tasks: list[Task], cfg: DemoConfig, path: Path, resume
               concurrency: int = 1, desc: str | None = None) -> list[Episode]:
     """One greedy episode per task against the scripted user, each written to ``path`` as it ends (a resumed
     stage keeps the finished ones)."""
-    asyncio.run(run_many(domain(cfg.domain), tasks, agent, make_user(USER), trials=1, concurrency=concurrency, out=path,
-                         resume=resume and path.exists(), seed=cfg.seed, config=loop_config(cfg), progress=progress, desc=desc))
+    world = eval_world(cfg, tasks)
+    asyncio.run(run_many(world.domain, world.tasks, agent, world.user, trials=1, concurrency=concurrency, out=path,
+                         resume=resume and path.exists(), seed=cfg.seed, config=world.loop, reward_fn=world.reward_fn,
+                         backend_factory=world.backend_factory, progress=progress, desc=desc))
     wanted = {t.id for t in tasks}
     return [e for e in latest_per_key(read_episodes(path)[0]) if e.task_id in wanted]
 

@@ -7,6 +7,7 @@ import importlib
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from muarl.data.store import search_path
 from muarl.domains.base import Domain
 from muarl.errors import InputError
 
@@ -30,7 +31,7 @@ DOMAINS: dict[str, str] = {
 
 DEFAULT_DOMAIN = "clinic"
 
-_cache: dict[tuple[str, str | None], Domain] = {}
+_cache: dict[tuple[str, tuple[str, ...]], Domain] = {}
 
 
 ENTRY_POINT_GROUP = "muarl.domains"  # installed plugins: name = "package.module:factory"
@@ -42,8 +43,9 @@ def plugin_domains() -> dict[str, EntryPoint]:
 
 
 def load_domain(name: str = DEFAULT_DOMAIN, data_dir: str | None = None, **options: Any) -> Domain:
-    """The named domain, registered here or by a plugin (cached per data directory when no options are given)."""
-    key = (name, data_dir)
+    """The named domain, registered here or by a plugin (cached per data directory when no options are given: the
+    given one, or the directories searched without one, so a changed ``$MUARL_DATA`` is seen)."""
+    key = (name, tuple(map(str, search_path(data_dir))))
     if not options and key in _cache:
         return _cache[key]
     if name in DOMAINS:

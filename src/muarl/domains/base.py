@@ -25,10 +25,10 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from muarl.errors import InputError
-from muarl.types import Action, Message, RewardInfo, Task, ToolKind, ToolSpec
+from muarl.types import Action, CheckVerdict, Episode, Message, RewardInfo, Task, ToolKind, ToolSpec
 
 _DELETED = object()
 
@@ -459,6 +459,14 @@ class GoldReplayError(RuntimeError):
     """A task's gold actions do not run cleanly: the task is broken, not the agent."""
 
 
+class RewardFn(Protocol):
+    """A trajectory's score: the domain, the task, the final state's hash (not the state, so tools run elsewhere score
+    alike), the trajectory and the agent's turn count. Declared beside :class:`Domain` so a benchmark's own scoring
+    (τ²'s criteria, ACEBench's checker) can live in its domain package without importing ``muarl.reward``."""
+
+    def __call__(self, domain: Domain, task: Task, final_hash: str, messages: Sequence[Message], agent_turns: int) -> RewardInfo: ...
+
+
 @dataclass
 class Domain:
     """A world: seed data, agent tools (and user tools, for domains where the user acts too), policy, tasks.
@@ -476,6 +484,9 @@ class Domain:
     description: str = ""
     greeting: str | None = None  # if set, the agent opens with it (τ-bench: "Hi! How can I help you today?")
     defaults: EpisodeDefaults = EpisodeDefaults()
+    # the policy demands the user's explicit "yes" to the stated details before every call of a write tool
+    # (clinic; τ-bench's "obtain explicit user confirmation (yes)"): the confirmed-before-write check applies
+    confirms_writes: bool = False
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 
@@ -493,6 +504,11 @@ class Domain:
         """The domain's own scoring of an episode, for benchmarks whose verdict is not "the final state equals the
         gold one" (BFCL checks state and results after every user turn); None: the outcome reward decides."""
         return None
+
+    def conduct_checks(self, task: Task, episode: Episode) -> list[CheckVerdict]:
+        """The domain's own trajectory checks of an episode (pure, no I/O), reported beside the generic ones of
+        :mod:`muarl.checks`; none here."""
+        return []
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:

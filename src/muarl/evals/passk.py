@@ -33,11 +33,6 @@ def pass_at_k(c: int, n: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def succeeded(episode: Episode) -> bool:
-    """The reward function's verdict (``RewardInfo.success``); an errored episode has none."""
-    return episode.reward is not None and episode.reward.success
-
-
 @dataclass
 class TaskResult:
     task_id: str
@@ -87,7 +82,7 @@ def per_task(episodes: Iterable[Episode]) -> list[TaskResult]:
         eps = groups[task_id]
         ok = [e for e in eps if not e.errored]
         rewards = [e.reward.reward for e in ok if e.reward is not None]
-        out.append(TaskResult(task_id, len(ok), sum(succeeded(e) for e in ok), sum(rewards) / len(rewards) if rewards else 0.0, len(eps) - len(ok)))
+        out.append(TaskResult(task_id, len(ok), sum(e.succeeded for e in ok), sum(rewards) / len(rewards) if rewards else 0.0, len(eps) - len(ok)))
     return out
 
 

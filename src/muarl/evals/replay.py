@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from muarl.domains.base import Domain
 from muarl.domains.tau.loader import tau2_task
 from muarl.errors import InputError
-from muarl.evals.tau2_criteria import JudgeConfig, evaluate_tau2
+from muarl.domains.tau.tau2_criteria import JudgeConfig, evaluate_tau2
 from muarl.reward import RewardFn, outcome_reward
 from muarl.types import Episode, Message, RewardInfo, Task
 

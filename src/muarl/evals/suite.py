@@ -29,13 +29,12 @@ from muarl.domains import DOMAINS, load_domain, plugin_domains
 from muarl.domains.base import Domain
 from muarl.domains.bfcl import BFCL_SUITE, MAX_TURNS
 from muarl.errors import InputError
+from muarl.evals.conduct import conduct
 from muarl.evals.paired import paired_bootstrap_ci
-from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
-from muarl.reward import make_reward
 from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
-from muarl.rollout.world import WorldConfig, make_world_user
+from muarl.rollout.world import WorldConfig, build_world
 from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
 
@@ -109,6 +108,8 @@ class CategoryResult:
     accuracy: float | None = None
     ci95: tuple[float, float] | None = None
     process_accuracy: float | None = None  # see SuiteEntry.process
+    checks: dict[str, float] = field(default_factory=dict)  # pass rate of each trajectory check over the episodes it applies to
+    user_faults: int = 0  # failed episodes whose failure the attribution gives to the simulated user
     episodes: str = ""
 
 
@@ -159,7 +160,7 @@ def _split(entry: SuiteEntry, domain: Domain) -> str:
 def _process(episode: Episode) -> float:
     """An episode's process score: the reward's ``process_accuracy`` if it gives one, else its success."""
     given = episode.reward.details.get("process_accuracy") if episode.reward else None
-    return float(succeeded(episode)) if given is None else given
+    return float(episode.succeeded) if given is None else given
 
 
 def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[float], list[float]]:
@@ -171,7 +172,7 @@ def _unit_scores(episodes: list[Episode], units: dict[str, str]) -> tuple[list[f
             by_unit[units.get(ep.task_id, ep.task_id)][ep.trial].append(ep)
     end, process = [], []
     for trials in by_unit.values():
-        end.append(sum(all(succeeded(e) for e in eps) for eps in trials.values()) / len(trials))
+        end.append(sum(all(e.succeeded for e in eps) for eps in trials.values()) / len(trials))
         flat = [_process(e) for eps in trials.values() for e in eps]
         process.append(sum(flat) / len(flat))
     return end, process
@@ -189,19 +190,27 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
         result.ci95 = paired_bootstrap_ci(end, draws=bootstrap) if bootstrap else None
         if entry.process:
             result.process_accuracy = sum(process) / len(process)
+    behaviour = conduct(episodes, bootstrap=0)
+    result.checks = {r.check: r.rate for r in behaviour.checks if r.applicable}
+    result.user_faults = behaviour.labels["user"]
 
 
 async def run_suite(
     rows: Sequence[tuple[str, SuiteEntry]], agent: Agent, user: UserSimulator, out: Path, *,
-    data_dir: str | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
-    max_turns: int | None = None, resume: bool = False, bootstrap: int = 1000, progress: bool = True,
-    warn: Callable[[str, str], None] | None = None,
+    world: WorldConfig | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
+    resume: bool = False, bootstrap: int = 1000, progress: bool = True, warn: Callable[[str, str], None] | None = None,
 ) -> SuiteReport:
-    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it. Each runs and
-    is scored with its domain's defaults (τ²'s criteria, BFCL's turn budget and parallel calls; see
-    :class:`~muarl.domains.base.EpisodeDefaults`); ``max_turns``, if given, replaces the turn budget of the
-    multi-turn categories. ``warn(category, text)`` is told, before a category runs, when its tasks' system turn
-    fills the agent's context (:func:`~muarl.rollout.runner.prompts_beyond_context`)."""
+    """Run each category (skipping, with the reason, those whose domain or data is absent) and score it.
+
+    ``world`` holds what every category shares (data directory, the user's settings, timeout, retries, turn
+    limit) and ``user`` is the user built from it; each category's world is that section with the entry's
+    domain and split on top (and its own user, if it names one), built by :func:`~muarl.rollout.world.build_world`
+    as every command builds its world. Each runs and is scored with its domain's defaults (τ²'s criteria, BFCL's
+    turn budget and parallel calls; see :class:`~muarl.domains.base.EpisodeDefaults`); ``world.max_turns``, if
+    set, replaces the turn budget of the categories that do not fix their own (one response; BFCL's).
+    ``warn(category, text)`` is told, before a category runs, when its tasks' system turn fills the agent's
+    context (:func:`~muarl.rollout.runner.prompts_beyond_context`)."""
+    world = world or WorldConfig()
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
     for suite, entry in rows:
@@ -211,29 +220,33 @@ async def run_suite(
             result.reason = f"domain {entry.domain!r} is not installed"
             continue
         try:
-            domain = load_domain(entry.domain, data_dir)
-            result.split = _split(entry, domain)
-            every = domain.tasks(result.split)
-            tasks = every[:limit] if limit else every
-            if len(tasks) < len(every):
-                result.incomplete = f"the first {len(tasks)} of {len(every)} tasks"
+            result.split = _split(entry, load_domain(entry.domain, world.data_dir))
+            cfg = world.model_copy(update={
+                "domain": entry.domain, "split": result.split, "limit": limit, "reward": None, "parallel_tool_calls": None,
+                "max_turns": entry.max_turns or world.max_turns,  # reward and parallel calls: the domain's
+                **({"user": entry.user} if entry.user else {}),
+            })
+            built = build_world(cfg, concurrency, user=None if entry.user else user)
+            every = len(built.domain.tasks(result.split))
+            if len(built.tasks) < every:
+                result.incomplete = f"the first {len(built.tasks)} of {every} tasks"
         except (InputError, FileNotFoundError) as exc:
             result.reason = " ".join(str(exc).split())
             continue
-        result.warning = prompts_beyond_context(domain, tasks, agent) or ""
+        result.warning = prompts_beyond_context(built.domain, built.tasks, agent) or ""
         if result.warning and warn is not None:
             warn(entry.category, result.warning)
         path = out / entry.category / EPISODES_FILE
-        own_user = make_world_user(WorldConfig(user=entry.user)) if entry.user else None
-        world = WorldConfig(domain=entry.domain, max_turns=entry.max_turns or max_turns).for_domain(domain)
-        await run_many(domain, tasks, agent, own_user or user, trials=trials, concurrency=concurrency, out=path, resume=resume, seed=seed,
-                       config=world.loop_config(), reward_fn=make_reward(world.reward), progress=progress, desc=entry.category,
-                       keep_episodes=False)
-        if own_user:
-            await own_user.aclose()
+        try:
+            await run_many(built.domain, built.tasks, agent, built.user, trials=trials, concurrency=concurrency, out=path, resume=resume,
+                           seed=seed, config=built.loop, reward_fn=built.reward_fn, backend_factory=built.backend_factory,
+                           progress=progress, desc=entry.category, keep_episodes=False)
+        finally:
+            if entry.user:  # the category's own user; the suite's is its caller's to close
+                await built.aclose()
         episodes, _ = read_episodes(path, outcomes_only=True)
         result.status, result.episodes = "ran", str(path)
-        score_category(result, entry, tasks, episodes, bootstrap)
+        score_category(result, entry, built.tasks, episodes, bootstrap)
     return report
 
 
@@ -242,21 +255,26 @@ def _pct(value: float | None) -> str:
 
 
 def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
-    """Per suite, the rows of its table (header first): one per category, then its groups and overall score."""
+    """Per suite, the rows of its table (header first): one per category, then its groups and overall score.
+    Beside accuracy: how the agent behaved (the pass rates of confirmed-before-write and grounded-actions where
+    they apply) and how many failures the attribution gives to the simulated user (docs/checks.md)."""
     tables: dict[str, list[list[str]]] = {}
     for c in report.categories:
-        rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "errored", "note"]])
+        rows = tables.setdefault(c.suite, [["category", "n", "accuracy %", "95% CI", "process %", "confirmed %", "grounded %",
+                                            "user faults", "errored", "note"]])
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
         note = f"skipped: {c.reason}" if c.reason else f"partial: {c.incomplete}" if c.incomplete else ""
-        rows.append([c.category, unit if c.status == "ran" else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
-                     str(c.n_errored) if c.status == "ran" else "–", note])
+        ran = c.status == "ran"
+        rows.append([c.category, unit if ran else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
+                     _pct(c.checks.get("confirmed_before_write")), _pct(c.checks.get("grounded_actions")),
+                     str(c.user_faults) if ran else "–", str(c.n_errored) if ran else "–", note])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
-            rows.append([f"{group} (mean)", "", _pct(value), "", "", "", ""])
+            rows.append([f"{group} (mean)", "", _pct(value)] + [""] * 7)
         value, why = report.overall(suite)
         if suite in OVERALL_WEIGHTS:
-            rows.append(["overall (weighted)", "", _pct(value), "", "", "", why and f"not given: {why}"])
+            rows.append(["overall (weighted)", "", _pct(value)] + [""] * 6 + [why and f"not given: {why}"])
     return tables
 
 

@@ -7,7 +7,7 @@ RL rows (read by verl's ``RLHFDataset``, one per task)::
     ability      "tool_use"
     reward_model {"style": "rule", "ground_truth": <task id>}   (our reward scores the episode, not verl's)
     extra_info   {"domain", "split", "task_id", "seed", "index"}
-    agent_name   "muarl"   (the agent loop :class:`muarl.integrations.verl.MuarlAgentLoop` registers)
+    agent_name   "muarl"   (the agent-loop YAML entry of that name runs :class:`muarl.integrations.verl.MuarlAgentLoop`)
 
 The prompt is only what verl measures and logs: the agent loop renders the real opening itself (the system
 turn with the tool schemas, then the simulated user's first line). ``seed`` is the one ``muarl rollout
@@ -27,10 +27,10 @@ from typing import Any
 
 from muarl.config import ConfigError
 from muarl.domains.base import Domain
-from muarl.rollout.runner import episode_seed
+from muarl.seeds import episode_seed
 from muarl.types import Task
 
-AGENT_NAME = "muarl"  # as muarl.integrations.verl registers its agent loop (that module needs verl installed)
+AGENT_NAME = "muarl"  # the name examples/verl/agent_loops.yaml gives its MuarlAgentLoop entry
 TEST_SPLIT = "test"
 
 

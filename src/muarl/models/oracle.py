@@ -41,6 +41,7 @@ class _Plan:
     def __init__(self, task: Task, tools: list[ToolSpec]):
         self.writes = {t.name for t in tools if t.kind == "write"}
         reads = [t for t in tools if t.kind == "read"]
+        self.reads = {t.name for t in reads}
         # a read tool taking exactly one id argument reveals that id's record (get_appointment_details(appointment_id))
         self.getters = {t.parameters["required"][0]: t.name for t in reads if len(t.parameters.get("required", [])) == 1 and t.name.startswith("get_")}
         # a list_* tool whose arguments the user can give (list_doctors(specialty)) reveals the ids to choose from
@@ -98,7 +99,10 @@ class _Plan:
             for action in actions:
                 if action.name in self.writes:
                     self._look_up(action, request.revised().facts)
-                self._call(action, request)
+                if action.name in self.reads:  # a record it has already opened is not read again
+                    self._read(action.name, action.kwargs)
+                else:
+                    self._call(action, request)
             if request.outcome == "refused":
                 self.steps.append(_say(f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))
             elif request.outcome == "answered":
@@ -165,6 +169,13 @@ class _Confirm:
 def _says_all(request: UserRequest, values: list) -> bool:
     """Whether every wording of the request contains each value (then asking for them again is a wasted turn)."""
     return bool(values) and all(str(v) in text for text in (request.text, *request.variants) for v in values)
+
+
+def planned_turns(task: Task, tools: list[ToolSpec]) -> int:
+    """The agent turns the oracle's plan for ``task`` takes against a user who changes its mind (each write the user
+    may revise is confirmed twice): the reference the efficiency checks compare an agent's turns with."""
+    steps = _Plan(task, tools).steps
+    return len(steps) + sum(isinstance(step, _Confirm) for step in steps)
 
 
 class OracleSession(AgentSession):

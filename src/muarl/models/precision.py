@@ -44,6 +44,11 @@ def has_fast_bf16(flags: set[str] | None = None, cuda: bool | None = None) -> bo
     return any(flag in flags for flag in FAST_BF16_CPU_FLAGS)
 
 
+def resolve_precision(precision: Precision) -> Precision:
+    """``bf16`` or ``fp32``: what ``precision`` runs as on this machine, as a run records it."""
+    return "bf16" if use_bf16(precision) else "fp32"
+
+
 def use_bf16(precision: Precision) -> bool:
     """Whether to run under bf16 autocast for the ``precision`` setting (``auto`` asks the hardware)."""
     if precision == "auto":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -16,12 +16,10 @@ __all__ = ["ConfigError", "RolloutConfig"]
 class RolloutConfig(WorldConfig):
     """A rollout: the world (domain, tasks, user, tools, reward, limits), the agent, and how many episodes."""
 
-    # what a resumed run may change: where and how fast episodes are run, and which and how many, but not how
-    # each one is produced (agent, user, domain, seed, ...), which would mix two configurations in one file
-    RESUMABLE: ClassVar[frozenset[str]] = frozenset({
-        "resume", "out", "concurrency", "timeout", "max_retries", "agent_base_url", "user_base_url",
-        "agent_api_key_env", "user_api_key_env", "trials", "limit", "task_ids", "max_difficulty",
-    })
+    # besides the world's: how fast episodes run, the agent's endpoint, and which and how many episodes
+    RESUMABLE: ClassVar[frozenset[str]] = WorldConfig.RESUMABLE | {
+        "resume", "out", "concurrency", "agent_base_url", "agent_api_key_env", "trials", "limit", "task_ids", "max_difficulty",
+    }
 
     agent: str = Field("oracle", description="oracle | none | openai:MODEL (with agent_base_url) | local:PATH (a model in process, docs/training.md)")
     agent_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the agent model")
@@ -35,13 +33,3 @@ class RolloutConfig(WorldConfig):
     seed: int = Field(0, description="run seed; each (task, trial) derives its own")
     out: str = Field("runs/rollout", description="run directory (episodes.jsonl, run.json)")
     resume: bool = Field(False, description="complete an interrupted run in `out` instead of refusing to overwrite it")
-
-    def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
-        """The settings that differ from ``previous`` (the config of the run being resumed, as in its run.json)
-        and may not, each as "name: there -> now"; a setting the old run.json lacks counts as its default."""
-        now = self.model_dump(mode="json")
-        return [
-            f"{name}: {previous.get(name, field.default)!r} -> {now[name]!r}"
-            for name, field in type(self).model_fields.items()
-            if name not in self.RESUMABLE and previous.get(name, field.default) != now[name]
-        ]

@@ -22,12 +22,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from muarl.checks import annotate
 from muarl.domains.base import ArgumentError, Domain, ToolError, ToolRegistry
 from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull
 from muarl.rollout.backends import BackendError, BackendFactory, LocalToolBackend, ToolBackend
 from muarl.reward import RewardFn, outcome_reward
+from muarl.seeds import user_seed
 from muarl.types import (
-    NOT_EXECUTED, NOT_EXECUTED_OUTPUT, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, with_user_tool_messages,
+    NOT_EXECUTED, NOT_EXECUTED_OUTPUT, Episode, Message, Requestor, Task, Termination, ToolCall, ToolExecution, TurnTiming, Usage, UserFault,
+    with_user_tool_messages,
 )
 from muarl.users.base import UserSimulator
 
@@ -38,6 +41,7 @@ class LoopConfig:
     token_budget: int | None = None  # cut when a turn's prompt + completion tokens exceed it
     parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
     max_user_tool_rounds: int = 10  # user tool calls in a row (dual control) before the episode is cut
+    checks: bool = True  # run the trajectory checks and the failure attribution on the finished episode (muarl.checks)
 
 
 async def execute_call(offered: ToolRegistry, backend: ToolBackend, call: ToolCall, turn: int, requestor: Requestor = "assistant") -> ToolExecution:
@@ -127,9 +131,11 @@ async def run_episode(
     error: str | None = None
     turns = 0
     user_turns: list[tuple[int, list[Message]]] = []  # (index in messages, the user's tool traffic before it)
+    injected: list[UserFault] = []  # faults a fault-injecting user made on purpose
     session = agent.new_session(task, offered.specs(), seed)
     user_specs = domain.user_tools.specs()
-    user_session = user.new_session(task, seed, tools=user_specs) if user_specs else user.new_session(task, seed)
+    own_seed = user_seed(seed)  # the user's stream is never the agent's (muarl.seeds)
+    user_session = user.new_session(task, own_seed, tools=user_specs) if user_specs else user.new_session(task, own_seed)
 
     async def user_says(timing: TurnTiming | None) -> Termination | None:
         t0 = time.perf_counter()
@@ -156,6 +162,8 @@ async def run_episode(
         if acted:
             user_turns.append((len(messages), acted))
         msg = Message(role="user", content=reply.text)
+        if reply.fault is not None:
+            injected.append(reply.fault.model_copy(update={"index": len(messages)}))
         messages.append(msg)
         user_view.append(msg)
         return reply.done
@@ -210,9 +218,11 @@ async def run_episode(
 
     reward = None if termination == "error" else reward_fn(domain, task, final_hash, with_user_tool_messages(messages, user_turns), turns)
     malformed = sum(1 for e in executions if e.error_kind in ("malformed", "unknown_tool", "bad_arguments") and e.requestor == "assistant")
-    return Episode(
-        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name,
+    episode = Episode(
+        task_id=task.id, domain=domain.name, split=task.split, trial=trial, agent=agent.name, user=user.name, user_settings=user.settings,
         messages=messages, tool_executions=executions, timings=timings, termination=termination, error=error,
         reward=reward, usage=usage, user_usage=user_usage, agent_turns=turns, malformed_calls=malformed,
         seconds=time.perf_counter() - started, seed=seed, tokens=None if error else session.token_trace(), user_tool_messages=user_turns,
+        injected_faults=injected,
     )
+    return annotate(domain, task, episode) if config.checks else episode

@@ -13,7 +13,6 @@ the other episodes before writing.
 from __future__ import annotations
 
 import asyncio
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,18 +20,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from muarl.domains.base import Domain
-from muarl.evals.passk import succeeded
 from muarl.models.base import Agent
 from muarl.reward import RewardFn, outcome_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.store import EpisodeWriter
+from muarl.seeds import episode_seed
 from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
-
-
-def episode_seed(run_seed: int, task_id: str, trial: int) -> int:
-    return zlib.crc32(f"{run_seed}/{task_id}/{trial}".encode())
 
 
 def prompts_beyond_context(domain: Domain, tasks: Sequence[Task], agent: Agent) -> str | None:
@@ -105,7 +100,7 @@ async def run_many(
             result.episodes.append(episode)
         result.ran += 1
         result.errored += episode.errored
-        result.solved += succeeded(episode)
+        result.solved += episode.succeeded
         bar.update(1)
         bar.set_postfix(success=f"{result.solved / result.ran:.2f}", errored=result.errored, refresh=False)
 

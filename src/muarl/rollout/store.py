@@ -124,7 +124,8 @@ class EpisodeWriter:
 
 
 def write_run_info(run_dir: str | Path, info: dict) -> None:
-    atomic_write_text(writable_dir(run_dir) / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    # keys in their own order: the tools' schemas must render the prompt training saw (properties keep their order)
+    atomic_write_text(writable_dir(run_dir) / RUN_FILE, json.dumps(info, indent=2) + "\n")
 
 
 def read_run_info(run_dir: str | Path) -> dict | None:

@@ -12,15 +12,16 @@ so an LLM user, MCP tools or a reward variant that work in one command work in t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, ClassVar
 
 from pydantic import Field
+from typing_extensions import Self
 
 from muarl.config import ConfigError, YamlConfig
 from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.hf_loading import ModelLoadError
-from muarl.models.precision import Precision
+from muarl.models.precision import Precision, resolve_precision
 from muarl.reward import RewardFn, make_reward
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig
@@ -31,13 +32,17 @@ from muarl.users.base import UserSimulator
 class WorldConfig(YamlConfig):
     """Domain, tasks, simulated user, tools, reward and episode limits (shared by rollout, synth and train)."""
 
+    # what a resumed run may change: where and how patiently episodes run, never how each one is made (that
+    # would mix two configurations in one run); each command adds its own (rollout: trials, limit, ...)
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"timeout", "max_retries", "user_base_url", "user_api_key_env"})
+
     domain: str = Field("clinic", description="domain name (see `muarl tasks list --domains`)")
     data_dir: str | None = Field(None, description="data directory for domains that load data (τ-bench ones)")
     split: str = Field("test", description="task split to run")
     task_ids: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, ge=1, description="only the first N tasks of the split (after the other filters)")
     max_difficulty: int | None = Field(None, ge=1, description="only tasks up to this difficulty (domains that grade them)")
-    user: str = Field("scripted", description="scripted | scripted:cooperative | llm:MODEL (with user_base_url) | local:PATH (a model in process)")
+    user: str = Field("scripted", description="scripted | scripted:cooperative | scripted:faulty[:RATE[:KINDS]] | llm:MODEL (with user_base_url) | local:PATH (a model in process)")
     user_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of the user model")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the user endpoint's key")
     user_strategy: str = Field("llm", description="LLM user strategy: llm | react | verify | reflection")
@@ -62,11 +67,33 @@ class WorldConfig(YamlConfig):
             "parallel_tool_calls": defaults.parallel_tool_calls if self.parallel_tool_calls is None else self.parallel_tool_calls,
         })
 
+    def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
+        """The settings that differ from ``previous`` (the recorded config of the run being resumed) and may not,
+        each as "name: there -> now" (a nested one by its path, ``model.precision``); a setting the recorded config
+        lacks counts as its default."""
+        now = self.model_dump(mode="json")
+        defaults = type(self).model_construct().model_dump(mode="json")
+        return [change for name in now if name not in self.RESUMABLE
+                for change in _changes(name, previous.get(name, defaults[name]), now[name])]
+
+    def with_user_precision_resolved(self) -> Self:
+        """This section with a ``local:PATH`` user's ``user_precision: auto`` replaced by what this machine runs
+        (as training records the policy's); a user served elsewhere keeps the setting, which does not apply to it."""
+        if not self.user.startswith("local:"):
+            return self
+        return self.model_copy(update={"user_precision": resolve_precision(self.user_precision)})
+
     def loop_config(self) -> LoopConfig:
         """The episode limits; call on a section resolved by :meth:`for_domain`."""
         if self.max_turns is None or self.parallel_tool_calls is None:
             raise ValueError("the world section's domain defaults are not filled in: resolve it with for_domain(domain)")
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
+
+
+def _changes(name: str, there: Any, now: Any) -> list[str]:
+    if isinstance(there, dict) and isinstance(now, dict):
+        return [change for key in dict.fromkeys([*there, *now]) for change in _changes(f"{name}.{key}", there.get(key), now.get(key))]
+    return [] if there == now else [f"{name}: {there!r} -> {now!r}"]
 
 
 def select_tasks(cfg: WorldConfig, domain: Domain) -> list[Task]:
@@ -127,9 +154,12 @@ class World:
         await self.user.aclose()
 
 
-def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
+def build_world(cfg: WorldConfig, concurrency: int = 8, user: UserSimulator | None = None) -> World:
     """Load the domain, fill in its defaults for what the section leaves unset, select its tasks and build the user,
-    tool backend and reward the section names. ``world.config`` is the section resolved, of ``cfg``'s own type."""
+    tool backend and reward the section names. ``world.config`` is the section resolved, of ``cfg``'s own type.
+
+    ``user``: one already built from this section's user settings, for a caller that runs several worlds with
+    one user (``muarl eval-suite``: a local user model is loaded once, not once per category); its owner closes it."""
     try:
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
         cfg = cfg.for_domain(domain)
@@ -137,5 +167,5 @@ def build_world(cfg: WorldConfig, concurrency: int = 8) -> World:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(cfg, domain, tasks, make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
+    return World(cfg, domain, tasks, user or make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
                  reward_fn, cfg.loop_config())

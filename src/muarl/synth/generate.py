@@ -23,7 +23,7 @@ import asyncio
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,12 @@ from pydantic import Field, model_validator
 
 from muarl.config import ConfigError
 from muarl.domains.base import Domain
-from muarl.domains.spec import load_domain_spec
 from muarl.errors import InputError
 from muarl.models.factory import make_agent
-from muarl.reward import RewardFn, make_reward
-from muarl.rollout.backends import BackendFactory, ToolBackend
+from muarl.rollout.backends import ToolBackend
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, atomic_write_text, latest_per_key, read_episodes, write_run_info
-from muarl.rollout.world import WorldConfig, make_backend_factory, make_world_user, select_tasks
+from muarl.rollout.world import World, WorldConfig, build_world, make_backend_factory, make_world_user, select_tasks
 from muarl.synth.export import export_sft, read_review, write_review
 from muarl.synth.report import build_report, format_report
 from muarl.synth.scenario import Scenario
@@ -115,33 +113,51 @@ def _chat_client(base_url: str | None, model: str | None, key_env: str, cfg: Syn
 
 
 @dataclass
-class SynthWorld:
-    """What synthesis runs on: the domain (tool schemas, policy), its tasks, and how tools and reward run."""
+class SynthWorld(World):
+    """The world dialogues are generated in, with the rules that validate them and the clients to close."""
 
-    domain: Domain
-    tasks: list[Task]
-    backend_factory: BackendFactory
-    reward_fn: RewardFn
-    rules: RuleConfig
-    clients: list[Any]  # chat clients to close at the end
+    rules: RuleConfig = field(default_factory=RuleConfig)
+    clients: list[Any] = field(default_factory=list)  # chat clients to close at the end (the tool LLM, the judge)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        for client in self.clients:
+            await client.aclose()
 
 
 async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
-    clients: list[Any] = []
+    """A registered domain's world is built by ``build_world``, as rollout and training build theirs; a scenario
+    file's world (its own tools, policy and tasks, no gold state) is assembled here from the same parts."""
     scenario = Scenario.load(cfg.scenario) if cfg.scenario else None
     tools = cfg.tools or ("simulated" if scenario else "local")
+    if tools not in ("local", "simulated") and not tools.startswith("mcp:"):
+        raise SynthError(f"unknown tools backend {tools!r}: use local, simulated, mcp:COMMAND or mcp:URL")
     if scenario is None:
         if tools == "simulated":
             raise SynthError("tools 'simulated' needs a scenario file (--scenario); a domain's tools run locally or over MCP")
-        domain = load_domain_spec(cfg.domain, cfg.data_dir)
-        reward_fn: RewardFn = make_reward(cfg.for_domain(domain).reward)
-        ident = IDENTIFICATION_TOOLS.get(domain.name, [])
+        world = SynthWorld(**vars(build_world(cfg.model_copy(update={"tools": tools}), cfg.concurrency)))
+        ident = IDENTIFICATION_TOOLS.get(world.domain.name, [])
     else:
-        domain = scenario.domain()
-        reward_fn = unscored_reward
-        ident = scenario.identification_tools
         if tools == "local":
             raise SynthError("a scenario has no local tools: use tools 'simulated' (a tool LLM) or an MCP server")
+        world = await _scenario_world(cfg, scenario, tools)
+        ident = scenario.identification_tools
+    if cfg.identification_tools is not None:
+        ident = cfg.identification_tools
+    unknown = [n for n in ident if n not in world.domain.tools]
+    if unknown:
+        await world.aclose()
+        raise SynthError(f"identification tools {unknown} are not tools of {world.domain.name}; it has {world.domain.tools.names()}")
+    if not world.tasks:
+        await world.aclose()
+        raise SynthError(f"{world.domain.name}/{cfg.split} has no tasks to synthesise from")
+    world.rules = RuleConfig(identification_tools=ident, require_confirmation=cfg.require_confirmation)
+    return world
+
+
+async def _scenario_world(cfg: SynthConfig, scenario: Scenario, tools: str) -> SynthWorld:
+    domain = scenario.domain()
+    clients: list[Any] = []
     if tools == "simulated":
         from muarl.synth.simulated_tools import SimulatedToolBackend
 
@@ -150,28 +166,19 @@ async def build_synth_world(cfg: SynthConfig) -> SynthWorld:
 
         def factory(d: Domain, task: Task) -> ToolBackend:
             return SimulatedToolBackend(d, client)
-    elif tools == "local" or tools.startswith("mcp:"):
-        factory = make_backend_factory(tools, cfg.timeout, cfg.max_retries)  # as rollout and training build it
-        if scenario is not None and tools.startswith("mcp:"):  # any MCP server: its own tools, the scenario's policy and tasks
-            from muarl.integrations.mcp_client import MCPTarget, list_tool_specs, remote_domain
+    else:  # any MCP server: its own tools, the scenario's policy and tasks
+        from muarl.integrations.mcp_client import MCPTarget, list_tool_specs, remote_domain
 
-            specs, _ = await list_tool_specs(MCPTarget.parse(tools), timeout=cfg.timeout, max_retries=cfg.max_retries)
-            domain = remote_domain(scenario.name, specs, scenario.policy, scenario.tasks_as_muarl(), domain.splits)
-    else:
-        raise SynthError(f"unknown tools backend {tools!r}: use local, simulated, mcp:COMMAND or mcp:URL")
-    if cfg.identification_tools is not None:
-        ident = cfg.identification_tools
-    unknown = [n for n in ident if n not in domain.tools]
-    if unknown:
-        raise SynthError(f"identification tools {unknown} are not tools of {domain.name}; it has {domain.tools.names()}")
+        factory = make_backend_factory(tools, cfg.timeout, cfg.max_retries)
+        specs, _ = await list_tool_specs(MCPTarget.parse(tools), timeout=cfg.timeout, max_retries=cfg.max_retries)
+        domain = remote_domain(scenario.name, specs, scenario.policy, scenario.tasks_as_muarl(), domain.splits)
     try:
         tasks = select_tasks(cfg, domain)
     except ConfigError as exc:
         raise SynthError(str(exc)) from None
-    if not tasks:
-        raise SynthError(f"{domain.name}/{cfg.split} has no tasks to synthesise from")
-    rules = RuleConfig(identification_tools=ident, require_confirmation=cfg.require_confirmation)
-    return SynthWorld(domain, tasks, factory, reward_fn, rules, clients)
+    resolved = cfg.for_domain(domain)  # a scenario's domain has the default turn budget and parallel calls
+    return SynthWorld(resolved, domain, tasks, make_world_user(resolved, cfg.concurrency), factory, unscored_reward, resolved.loop_config(),
+                      clients=clients)
 
 
 def _parquet_wanted(cfg: SynthConfig) -> bool:
@@ -238,28 +245,25 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
         raise SynthError(f"{out} already holds a synthesis: pass --resume to complete it, or choose another --out")
     _parquet_wanted(cfg)  # fail before generating, not after
     world = await build_synth_world(cfg)
-    cfg = cfg.for_domain(world.domain)  # the domain's turn budget and parallel calls where the config sets none
     agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                        max_retries=cfg.max_retries, concurrency=cfg.concurrency, temperature=cfg.temperature)
-    user = make_world_user(cfg, cfg.concurrency)
     judge = None
     if cfg.judge_model or cfg.judge_base_url:
         judge_client = _chat_client(cfg.judge_base_url, cfg.judge_model, cfg.judge_api_key_env, cfg, "judge")
         world.clients.append(judge_client)
         judge = LLMJudge(judge_client)
-    write_run_info(out, {"command": "synth", "config": cfg.model_dump(), "n_tasks": len(world.tasks)})
+    # the config as run: the domain's reward, turn budget and parallel calls where it sets none
+    write_run_info(out, {"command": "synth", "config": world.config.model_dump(), "n_tasks": len(world.tasks)})
     try:
-        await run_many(world.domain, world.tasks, agent, user, trials=cfg.trials, concurrency=cfg.concurrency,
-                       out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=cfg.loop_config(),
+        await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
+                       out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=world.loop,
                        reward_fn=world.reward_fn, backend_factory=world.backend_factory, progress=progress)
         episodes = latest_per_key(read_episodes(out / EPISODES_FILE)[0])
         known = read_verdicts(out / VALIDATION_FILE) if cfg.resume else {}
         verdicts = await validate_all(episodes, world, judge, known, cfg.concurrency)
     finally:
         await agent.aclose()
-        await user.aclose()
-        for client in world.clients:
-            await client.aclose()
+        await world.aclose()
     tools = world.domain.tools.specs()
     atomic_write_text(out / TOOLS_FILE, json.dumps([t.model_dump() for t in tools], indent=1) + "\n")
     return finish(out, episodes, verdicts, tools, cfg, written=[RUN_FILE, EPISODES_FILE, TOOLS_FILE])

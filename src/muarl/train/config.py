@@ -6,12 +6,12 @@ Every field has a default and a one-line meaning. A run directory records the fu
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from muarl.config import YamlConfig
-from muarl.models.precision import Precision, use_bf16
+from muarl.models.precision import Precision, resolve_precision, use_bf16
 from muarl.rollout.world import WorldConfig
 
 
@@ -34,7 +34,7 @@ class ModelConfig(YamlConfig):
 
     def resolved(self) -> ModelConfig:
         """This config with ``precision: auto`` replaced by what this machine gets, as a run records it."""
-        return self.model_copy(update={"precision": "bf16" if self.bf16 else "fp32"})
+        return self.model_copy(update={"precision": resolve_precision(self.precision)})
 
 
 class GRPOConfig(WorldConfig):
@@ -42,6 +42,9 @@ class GRPOConfig(WorldConfig):
 
     The world fields (domain, tasks, user, tools, reward, limits) are the ones ``muarl rollout`` reads, with the
     same defaults (the domain's reward, turn budget and parallel calls) except the split (train)."""
+
+    # besides the world's (endpoints, timeout, retries): how many steps the run takes
+    RESUMABLE: ClassVar[frozenset[str]] = WorldConfig.RESUMABLE | {"steps", "out"}
 
     out: str = Field("runs/grpo", description="run directory (config, metrics, TensorBoard, checkpoints, rollouts)")
     seed: int = Field(0, description="seeds task order, sampling and initialisation")

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from muarl.evals.passk import succeeded
+from muarl.evals.conduct import conduct_scalars
 from muarl.types import Episode
 
 
@@ -22,7 +22,9 @@ def user_failed(episode: Episode) -> bool:
 
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     """Means over the scored episodes: reward, turns, response tokens (per episode and per turn), tool use,
-    and the user's side (its turns and tokens, how often it said ###STOP###); errors counted over all."""
+    and the user's side (its turns and tokens, how often it said ###STOP###); errors counted over all; and the
+    trajectory checks' violation rates, the user-fault rate and the grounded-claim failure rate
+    (:func:`muarl.evals.conduct.conduct_scalars`)."""
     scored = [e for e in episodes if e.reward is not None]
     out: dict[str, float] = {"episodes": float(len(episodes)), "episodes_errored": float(len(episodes) - len(scored)),
                              "user_errors": float(sum(user_failed(e) for e in episodes))}
@@ -35,7 +37,7 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     executions = [x for e in scored for x in e.tool_executions]
     out.update({
         "reward_mean": sum(e.reward.reward for e in scored) / n,
-        "success_rate": sum(succeeded(e) for e in scored) / n,
+        "success_rate": sum(e.succeeded for e in scored) / n,
         "turns_per_episode": sum(turns) / n,
         "response_tokens_per_episode": sum(response) / n,
         "response_tokens_per_turn": sum(response) / max(1, sum(turns)),
@@ -49,6 +51,7 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     out.update({f"tool_calls/{name}": count / n for name, count in sorted(calls.items())})
     terminations = Counter(e.termination for e in scored)
     out.update({f"termination/{name}": count / n for name, count in sorted(terminations.items())})
+    out.update(conduct_scalars(episodes))  # how the policy behaved: check violations, user faults, ungrounded claims
     return out
 
 

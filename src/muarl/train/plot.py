@@ -30,6 +30,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("response tokens per turn", ["response_tokens_per_turn"]),
     ("tool calls per episode", ["tool_calls_per_episode"]),
     ("tool error rate", ["tool_error_rate"]),
+    ("user-fault / ungrounded-claim rate", ["user_fault_rate", "grounded_claim_failure_rate"]),
     ("seconds: rollout vs update", ["rollout_seconds", "update_seconds"]),
     ("tokens/s", ["rollout_tokens_per_s", "update_tokens_per_s"]),
     ("policy loss", ["policy_loss"]),
@@ -78,6 +79,9 @@ def draw(rows: list[dict[str, Any]], title: str) -> Any:
     per_tool = sorted({k for r in rows for k in r if k.startswith(TOOL_PREFIX)}, key=lambda k: (k == UNKNOWN_TOOL, k))
     if per_tool:
         panels.append(("calls per tool (per episode)", per_tool))
+    violations = sorted({k for r in rows for k in r if k.startswith("check_violation/")})
+    if violations:
+        panels.append(("check violation rates", violations))
     panels = [(name, keys) for name, keys in panels if keys]
     if not panels:
         raise ValueError("none of the plotted metrics was logged")

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,12 @@ from typing import Any
 import torch
 
 import muarl
-from muarl.evals.passk import succeeded
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import atomic_write_text, write_run_info
+from muarl.seeds import step_seed
 from muarl.rollout.world import build_world
 from muarl.train.checkpoint import (
     latest_checkpoint,
@@ -72,13 +71,6 @@ class TrainingError(RuntimeError):
     """A step could not train at all (every episode errored); the message says what failed."""
 
 
-def step_seed(run_seed: int, step: int, round_: int = 0) -> int:
-    """The run seed of step ``step``'s rollouts (round ``round_`` of dynamic sampling; the runner derives one
-    per (task, trial) from it), so a resumed run samples exactly what the uninterrupted one would. Step -1 is
-    validation."""
-    return zlib.crc32(f"{run_seed}/step/{step}".encode() + (f"/round/{round_}".encode() if round_ else b""))
-
-
 def has_signal(group: list[Episode]) -> bool:
     """At least two scored episodes whose rewards differ: only then are the group's advantages non-zero."""
     rewards = {e.reward.reward for e in group if e.reward is not None and e.tokens is not None}
@@ -95,7 +87,8 @@ def next_step_fits(elapsed_s: float, steps_run: int, limit_s: float) -> bool:
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, reward_fn: RewardFn | None = None, progress: bool = True):
         """``reward_fn`` overrides the config's named reward (for experiments with rewards defined in code)."""
-        self.cfg = cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # the precision this machine runs
+        # the precisions this machine runs (the policy's, and a local user's)
+        self.cfg = cfg = cfg.model_copy(update={"model": cfg.model.resolved()}).with_user_precision_resolved()
         self.run_dir = Path(cfg.out)
         self.progress = progress
         self.world = build_world(cfg, concurrency=cfg.tasks_per_step * cfg.group_size)
@@ -127,9 +120,10 @@ class GRPOTrainer:
         if ckpt is not None and not resume:
             raise ConfigError(f"{self.run_dir} already holds a run (checkpoint {ckpt.name}); resume it or choose another out")
         if resume and ckpt is not None:
-            previous = GRPOConfig.load(saved)
-            if previous.model_copy(update={"steps": self.cfg.steps}) != self.cfg:
-                raise ConfigError(f"the config differs from the one recorded in {saved} (only steps may change on resume)")
+            conflicts = self.cfg.resume_conflicts(GRPOConfig.load(saved).model_dump(mode="json"))
+            if conflicts:
+                raise ConfigError(f"cannot resume {self.run_dir} with settings other than those in {saved} ({'; '.join(conflicts)}); "
+                                  f"only {', '.join(sorted(self.cfg.RESUMABLE))} may change")
             self._load(ckpt)
         atomic_write_text(saved, self.cfg.dump_yaml())
         write_run_info(self.run_dir, {
@@ -228,7 +222,7 @@ class GRPOTrainer:
                 stats["groups_dropped"] += 1
                 continue
             stats["groups"] += 1
-            correct = [succeeded(e) for e in scored]
+            correct = [e.succeeded for e in scored]
             stats["all_correct_ratio"] += all(correct)
             stats["all_wrong_ratio"] += not any(correct)
             rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage
+from muarl.types import Message, Task, Termination, ToolCall, ToolSpec, Usage, UserFault
 
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
@@ -43,6 +44,7 @@ class UserTurn:
     done: Termination | None = None  # set when the user ends the conversation
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[ToolCall] | None = None  # the user acts on its own tools first (dual control); text comes later
+    fault: UserFault | None = None  # a fault injected on purpose in this reply (its index is set by the episode loop)
 
 
 class UserSession(ABC):
@@ -53,6 +55,12 @@ class UserSession(ABC):
 
 class UserSimulator(ABC):
     name: str = "user"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """How this user behaves beyond its name (strategy, sampling, precision as resolved on this machine),
+        recorded in every episode it plays, so an episode file alone says which user produced it."""
+        return {}
 
     @abstractmethod
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:

@@ -1,4 +1,5 @@
 """User simulators by name: ``scripted``, ``scripted:cooperative`` (states its final wishes up front),
+``scripted:faulty[:RATE[:KINDS]]`` (leaves its instruction on purpose, recording each fault),
 ``llm:MODEL`` (over an OpenAI-compatible endpoint) or ``local:PATH``
 (an LLM user whose model runs in this process, frozen)."""
 
@@ -20,6 +21,11 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
         return ScriptedUser()
     if spec == "scripted:cooperative":
         return ScriptedUser(cooperative=True)
+    if spec == "scripted:faulty" or spec.startswith("scripted:faulty:"):
+        from muarl.users.faulty import FaultyUser, parse_faulty_spec
+
+        rate, kinds = parse_faulty_spec(spec)
+        return FaultyUser(rate, kinds)
     from muarl.users.llm import LLMUser
 
     sampling = {k: v for k, v in sampling.items() if v is not None}
@@ -34,4 +40,4 @@ def make_user(spec: str, *, base_url: str | None = None, api_key_env: str = "OPE
 
         policy = local_policy(spec.removeprefix("local:"), max_context=max_context, precision=precision)
         return LLMUser(LocalChatClient(policy), strategy=strategy, name=policy.name, **sampling)
-    raise ValueError(f"unknown user {spec!r}: use scripted, scripted:cooperative, llm:MODEL or local:PATH")
+    raise ValueError(f"unknown user {spec!r}: use scripted, scripted:cooperative, scripted:faulty[:RATE[:KINDS]], llm:MODEL or local:PATH")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from muarl.models.base import ContextFull, ModelError
 from muarl.models.openai_client import ChatClient
+from muarl.seeds import user_request_seed
 from muarl.types import Message, Task, ToolSpec, Usage
 from muarl.users.base import OUT_OF_SCOPE, STOP, TRANSFER, UserError, UserSession, UserSimulator, UserTurn, stop_reason
 
@@ -121,7 +122,7 @@ class LLMUserSession(UserSession):
 
     async def _message(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> Message:
         try:
-            sampling = {"seed": (self.seed + self.requests) % 2**31, **self.simulator.sampling}
+            sampling = {"seed": user_request_seed(self.seed, self.requests), **self.simulator.sampling}
             self.requests += 1
             turn = await self.simulator.client.complete(messages, tools, **sampling)
         except (ModelError, ContextFull) as exc:  # ContextFull: a local user model's context (the user's, not the policy's)
@@ -173,6 +174,12 @@ class LLMUser(UserSimulator):
         self.max_checks = max_checks
         self.sampling = sampling
         self.name = (name or f"llm:{client.model}") + ("" if strategy == "llm" else f"+{strategy}")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        own = {"strategy": self.strategy, "max_checks": self.max_checks, **self.sampling}
+        policy = getattr(self.client, "policy", None)  # a model in this process: the precision it really runs in
+        return own if policy is None else {**own, "precision": "bf16" if policy.sampling.bf16 else "fp32"}
 
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         return LLMUserSession(self, task, seed, tools)

@@ -41,6 +41,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from muarl.types import Message, Task, ToolCall, ToolSpec, UserRequest
 from muarl.users.base import STOP, UserSession, UserSimulator, UserTurn
@@ -71,6 +72,12 @@ _BYE = ["Thank you, that's all I needed. " + STOP, "Great, that's everything. Go
 
 def _normalise(text: str) -> str:
     return text.lower().replace(",", "")
+
+
+def asks_to_confirm(text: str) -> bool:
+    """Whether the scripted user takes an agent's message as a request to confirm (it then says yes, or changes
+    its mind)."""
+    return bool(_CONFIRM.search(_normalise(text)))
 
 
 class ScriptedUserSession(UserSession):
@@ -278,6 +285,10 @@ class ScriptedUser(UserSimulator):
         self.cooperative = cooperative
         if cooperative:
             self.name = "scripted:cooperative"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"patience": self.patience, "max_turns": self.max_turns, "cooperative": self.cooperative}
 
     def new_session(self, task: Task, seed: int, tools: Sequence[ToolSpec] = ()) -> UserSession:
         if task.user.script:

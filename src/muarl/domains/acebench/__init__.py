@@ -10,7 +10,7 @@ Each entry is one task with its own functions (:meth:`AceBenchDomain.task_tools`
 conversation so far, and the agent's first message is the answer, as in ACEBench, where the model writes one
 response per entry. The functions are never really run (ACEBench has no implementation of them): a call is
 acknowledged and ends the episode. The domain's verdict is ACEBench's checker
-(:func:`muarl.evals.acebench_checker.acebench_reward`), so the default ``outcome`` reward scores as ACEBench does; a ``normal_multi_turn`` entry is one step of a
+(:func:`muarl.domains.acebench.checker.acebench_reward`), so the default ``outcome`` reward scores as ACEBench does; a ``normal_multi_turn`` entry is one step of a
 conversation, and ACEBench's figure for those categories counts a conversation as solved when all its
 steps are (``Task.metadata["conversation"]`` groups them, :mod:`muarl.evals.suite` does the counting).
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from muarl.domains.base import BaseData, Domain, EpisodeDefaults, State, Tool, ToolRegistry
-from muarl.domains.tau.loader import TauDataError, shared_data_dir
+from muarl.data.store import find_root, pull_hint
 from muarl.errors import InputError
-from muarl.evals.acebench_checker import acebench_reward
+from muarl.domains.acebench.checker import acebench_reward
 from muarl.types import Action, Message, RewardInfo, Task, ToolSpec, UserScenario
 
 NORMAL_SPLITS = (
@@ -62,15 +62,12 @@ class AceBenchDataError(InputError, FileNotFoundError):
 
 def acebench_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """The ``data_en`` directory: under ``<dir>/acebench``, ``<dir>`` or ``<dir>/data_en`` for a given directory,
-    else under the shared data directory (``$MUARL_SHARED_DATA``, or ``../shared/data``)."""
-    try:
-        root = shared_data_dir(data_dir)
-    except TauDataError as exc:
-        raise AceBenchDataError(f"no ACEBench data found ({exc}); its data_en directory is looked for under acebench/") from None
+    else under ``$MUARL_DATA`` or the user's cache, where ``muarl data pull acebench`` puts it."""
+    root = find_root("acebench", data_dir)
     for candidate in (root / "acebench" / "data_en", root / "data_en", root):
         if (candidate / "possible_answer").is_dir():
             return candidate
-    raise AceBenchDataError(f"no ACEBench data under {str(root)!r}: expected acebench/data_en/ with possible_answer/")
+    raise AceBenchDataError(f"no ACEBench data under {str(root)!r}: expected acebench/data_en/ with possible_answer/; {pull_hint('acebench')}")
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -172,7 +169,7 @@ def _tasks(data: Path, group: str, split: str) -> list[Task]:
             names = {fn["name"] for fn in row["function"]}
             actions = [Action(name=key if key in names else re.sub(r"_\d+$", "", key), kwargs=args) for key, args in first.items()]
         else:
-            from muarl.evals.acebench_checker import special_answer
+            from muarl.domains.acebench.checker import special_answer
 
             outputs = [special_answer(split, possible)]
         instruction = f"Here is our conversation so far:\n{row['question']}"

@@ -10,7 +10,7 @@ policy.
 
 Each entry starts from its own device flags (:meth:`AceBenchAgentDomain.new_state`) and offers the functions
 it lists. It is scored as ACEBench scores it (its verdict, which the default ``outcome`` reward uses): end to end, the saved attributes of
-each involved class must equal the possible answer (:func:`muarl.evals.acebench_checker.check_agent`);
+each involved class must equal the possible answer (:func:`muarl.domains.acebench.checker.check_agent`);
 *process* accuracy is the share of the entry's milestone calls found, in order, among the agent's call
 messages. The ground-truth policy replays the first milestone path; a milestone written in a syntax that
 cannot be parsed (``'Domino's'``) leaves the replay incomplete, which is the documented maximum.
@@ -28,7 +28,7 @@ from typing import Any
 from muarl.domains.acebench import AceBenchDataError, _read_lines, acebench_dir
 from muarl.domains.acebench import phone, travel
 from muarl.domains.base import BaseData, Domain, EpisodeDefaults, State, ToolRegistry
-from muarl.evals.acebench_checker import AnswerSyntaxError, acebench_reward, parse_answer
+from muarl.domains.acebench.checker import AnswerSyntaxError, acebench_reward, parse_answer
 from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, RewardInfo, Task, ToolCall, UserScenario
 
 SPLITS = ("multi_step", "multi_turn")

@@ -36,7 +36,7 @@ def generated_domain(name: str, data_dir: str | None, db: SeedDatabase, registry
     domain = Domain(
         name=name, base=BaseData(db.tables), tools=registry,
         policy=resources.files(__package__).joinpath(policy_file).read_text(encoding="utf-8"),
-        task_loader=load_tasks, splits=("train", "test"), description=description,
+        task_loader=load_tasks, splits=("train", "test"), description=description, confirms_writes=True,
     )
     return domain
 

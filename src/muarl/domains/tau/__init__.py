@@ -6,7 +6,7 @@ Four domains, registered in :data:`muarl.domains.DOMAINS`:
   reward is muarl's outcome reward, which is τ-bench's (the database after the episode equals the one the
   gold actions produce, and every required output was said to the user).
 * ``tau2-retail`` and ``tau2-airline`` (train / test, from τ²'s ``split_tasks.json``): τ²'s tools and tasks; score
-  them with the ``tau2`` reward (:mod:`muarl.evals.tau2_criteria`), which applies τ²'s DB, COMMUNICATE, ACTION
+  them with the ``tau2`` reward (:mod:`muarl.domains.tau.tau2_criteria`), which applies τ²'s DB, COMMUNICATE, ACTION
   and NL_ASSERTION criteria as each task's ``reward_basis`` asks.
 
 The data is read at run time from a directory (see :mod:`muarl.domains.tau.loader`); nothing is shipped.
@@ -39,14 +39,14 @@ from muarl.domains.tau.loader import (
     tau2_task_sets,
     tau2_tasks,
 )
-from muarl.types import Action, Task
+from muarl.types import Action, CheckVerdict, Episode, Task
 
 GREETING = "Hi! How can I help you today?"
 
 DataDir = str | os.PathLike[str] | None
 
 # τ² scores an episode with its own criteria (DB, COMMUNICATE, ACTION, ENV, NL assertions; see
-# muarl.evals.tau2_criteria), which the exact final-state equality of the outcome reward does not match: a harmless
+# muarl.domains.tau.tau2_criteria), which the exact final-state equality of the outcome reward does not match: a harmless
 # extra read or refused call fails it, a missing transfer_to_human_agents passes it
 TAU2_DEFAULTS = EpisodeDefaults(reward="tau2")
 
@@ -60,6 +60,26 @@ class TauDomain(Domain):
     changes nothing. Arguments the tools cannot take (an unknown or missing name; in τ², a value of the wrong
     type) still fail loudly: that would be our bug.
     """
+
+    def conduct_checks(self, task: Task, episode: Episode) -> list[CheckVerdict]:
+        """τ² tasks' own assertions, as the τ² reward recorded them in the episode (none when it was scored
+        otherwise): ``tau2_actions`` (every expected call was made) and ``tau2_nl_assertions`` (the judge found
+        every natural-language assertion met; not applicable when no judge graded them)."""
+        details = episode.reward.details if episode.reward is not None else {}
+        if "tau2" not in task.metadata or "reward_basis" not in details:
+            return []
+        verdicts = []
+        actions = details.get("actions") or {}
+        missed = [name for name, made in actions.items() if not made]
+        verdicts.append(CheckVerdict(check="tau2_actions", status="fail" if missed else "pass" if actions else "not_applicable",
+                                     detail=f"expected call(s) not made: {missed[:3]}" if missed else f"{len(actions)} expected call(s) made"))
+        graded = details.get("nl_assertions") or []
+        unmet = [g for g in graded if not g.get("met")]
+        verdicts.append(CheckVerdict(
+            check="tau2_nl_assertions", status="fail" if unmet else "pass" if graded else "not_applicable",
+            detail=(f"not met: {unmet[0].get('assertion', '')[:120]!r} ({unmet[0].get('reasoning', '')[:120]})" if unmet
+                    else f"{len(graded)} assertion(s) met" if graded else "no judge graded the assertions")))
+        return verdicts
 
     def replay(self, state: State, actions: Iterable[Action]) -> list[str]:
         outputs = []
@@ -93,7 +113,7 @@ def _v1_domain(name: str, domain: str, tools: list[Callable[..., Any]], data_dir
 
     return TauDomain(
         name=name, base=BaseData(source.tables()), tools=ToolRegistry.from_functions(tools, typed=False), policy=source.policy(),
-        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING,
+        task_loader=load_tasks, splits=V1_SPLITS[domain], greeting=GREETING, confirms_writes=True,
         description=f"τ-bench {domain} (data: {source.root})",
     )
 
@@ -123,7 +143,8 @@ def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Cal
         name=name, base=BaseData(tables), tools=ToolRegistry.from_functions(tools),
         policy=(folder / "policy.md").read_text(encoding="utf-8"),
         task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=tau2_task_sets(domain, data_dir)[0],
-        greeting=GREETING, description=tau2_description(f"τ²-bench {domain}", domain, data_dir), defaults=TAU2_DEFAULTS,
+        greeting=GREETING, confirms_writes=True, description=tau2_description(f"τ²-bench {domain}", domain, data_dir),
+        defaults=TAU2_DEFAULTS,
     )
 
 

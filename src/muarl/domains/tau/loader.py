@@ -14,8 +14,8 @@ the tasks of each split: ``train`` and ``test`` are tasks of ``tasks.json``; τ�
 of their own (telecom's ``small`` in ``tasks_small.json``, ``full`` in ``tasks_full.json``) and are splits where
 that file is present (:func:`tau2_splits`).
 
-Where no directory is given, the shared data directory is used: ``$MUARL_SHARED_DATA``, else ``../shared/data``
-beside the current directory or beside the repository this package was installed from.
+Where no directory is given, the data is looked for in ``$MUARL_DATA``, then in the user's cache, where
+``muarl data pull tau-bench`` / ``tau2-bench`` puts it (:mod:`muarl.data.store`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from muarl.data.store import find_root, pull_hint
 from muarl.errors import InputError
 from muarl.types import Action, Task, UserScenario
 
@@ -38,29 +39,6 @@ TAU2_SPLITS = ("train", "test")  # τ²'s own splits of tasks.json; its other ta
 
 class TauDataError(InputError, FileNotFoundError):
     """The τ-bench / τ²-bench data is missing, unreadable or not laid out as expected; the message names the file."""
-
-
-def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The directory holding ``tau-bench/`` and ``tau2-bench/`` (or a τ-bench checkout)."""
-    if data_dir is not None:
-        path = Path(data_dir).expanduser()
-        if not path.is_dir():
-            raise TauDataError(f"data directory {str(path)!r} does not exist")
-        return path
-    env = os.environ.get("MUARL_SHARED_DATA")
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_dir():
-            raise TauDataError(f"MUARL_SHARED_DATA={env!r} is not a directory")
-        return path
-    repo_root = Path(__file__).resolve().parents[4]
-    for candidate in (Path.cwd().parent / "shared" / "data", repo_root.parent / "shared" / "data"):
-        if candidate.is_dir():
-            return candidate
-    raise TauDataError(
-        "no τ-bench data found: pass data_dir (CLI: --data-dir DIR) pointing at a directory that holds "
-        "tau-bench/ and tau2-bench/ or a τ-bench checkout, or set MUARL_SHARED_DATA"
-    )
 
 
 _JSON_NAMES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -121,7 +99,7 @@ class V1Source:
     def find(cls, domain: str, data_dir: str | os.PathLike[str] | None = None) -> V1Source:
         if domain not in V1_TABLES:
             raise ValueError(f"τ-bench has no domain {domain!r}; it has {sorted(V1_TABLES)}")
-        base = shared_data_dir(data_dir)
+        base = find_root("tau-bench", data_dir, also=("tau_bench", "envs"))
         for folder in (base / "tau-bench" / domain, base / domain):
             if (folder / "users.json").is_file():
                 return cls(domain, folder, checkout=False)
@@ -130,7 +108,7 @@ class V1Source:
                 return cls(domain, folder, checkout=True)
         raise TauDataError(
             f"no τ-bench {domain} data under {str(base)!r}: expected tau-bench/{domain}/users.json (exported layout) "
-            f"or tau_bench/envs/{domain}/data/users.json (a τ-bench checkout); pass --data-dir or set MUARL_SHARED_DATA"
+            f"or tau_bench/envs/{domain}/data/users.json (a τ-bench checkout); {pull_hint('tau-bench')}"
         )
 
     def tables(self) -> dict[str, dict[str, Any]]:
@@ -210,13 +188,12 @@ def v1_task(domain_name: str, split: str, index: int, raw: dict[str, Any]) -> Ta
 
 
 def tau2_dir(domain: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
-    base = shared_data_dir(data_dir)
+    base = find_root("tau2-bench", data_dir)
     for folder in (base / "tau2-bench" / domain, base / domain):
         if (folder / "tasks.json").is_file():
             return folder
     raise TauDataError(
-        f"no τ²-bench {domain} data under {str(base)!r}: expected tau2-bench/{domain}/tasks.json; "
-        "pass --data-dir or set MUARL_SHARED_DATA"
+        f"no τ²-bench {domain} data under {str(base)!r}: expected tau2-bench/{domain}/tasks.json; {pull_hint('tau2-bench')}"
     )
 
 

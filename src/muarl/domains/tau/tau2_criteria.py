@@ -35,8 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from muarl.domains.base import Domain
-from muarl.reward import RewardFn
+from muarl.domains.base import Domain, RewardFn
 from muarl.types import Message, RewardInfo, Task
 
 BASES = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")

@@ -7,7 +7,7 @@ import json
 import pytest
 from tau_oracle import oracle_messages, run_actions
 
-from muarl.evals.tau2_criteria import (
+from muarl.domains.tau.tau2_criteria import (
     JudgeConfig,
     JudgeError,
     action_matches,

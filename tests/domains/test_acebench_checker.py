@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from muarl.evals.acebench_checker import AnswerSyntaxError, check_normal, check_special, parse_answer, special_answer
+from muarl.domains.acebench.checker import AnswerSyntaxError, check_normal, check_special, parse_answer, special_answer
 from muarl.types import Message, ToolCall
 
 FUNCTIONS = [{"name": "book_table", "description": "Book a table.", "parameters": {"type": "dict", "required": ["city"], "properties": {
@@ -93,7 +93,7 @@ def test_special_phrase_checks():
 
 
 def test_agent_end_state_compares_only_what_the_possible_answer_lists():
-    from muarl.evals.acebench_checker import check_agent
+    from muarl.domains.acebench.checker import check_agent
 
     expected = [{"BaseApi": {"wifi": True, "logged_in": True}}, {"MessageApi": {"inbox": {"1": {"message": "hi"}}}}]
     final = [{"BaseApi": {"wifi": True, "logged_in": True}}, {"MessageApi": {"inbox": {"1": {"message": "hi"}, "9": {"message": "extra"}}}}]
@@ -105,7 +105,7 @@ def test_agent_end_state_compares_only_what_the_possible_answer_lists():
 
 
 def test_process_accuracy_finds_the_milestones_in_order():
-    from muarl.evals.acebench_checker import milestone_text, process_accuracy
+    from muarl.domains.acebench.checker import milestone_text, process_accuracy
 
     step = milestone_text(calls(("send_message", {"sender_name": "Eve", "message": "Domino's"})))
     assert step == "[send_message(sender_name='Eve', message='Domino's')]"  # written as ACEBench's milestones are

@@ -1,0 +1,133 @@
+"""Efficiency: how many turns the agent used, and on what.
+
+- ``turn_limit``: the episode was cut for length (turn limit or token budget) instead of ending.
+- ``malformed_calls``: a call whose arguments were not a JSON object, to a tool that does not exist, or whose
+  arguments did not fit the schema.
+- ``repeated_calls``: the agent made the same call (name and arguments) twice in a row with nothing said in
+  between: it did not read the first answer.
+- ``turns_vs_oracle``: the agent's turns against the turns the oracle's plan takes on the same task (its value
+  is the ratio); more than half again as many, and at least two more, fails.
+- ``turns_after_completion``: on a solved task, the agent turns after it was complete (its last non-read call
+  that was not refused, which on a solved task left the gold state, and every required output said; the
+  value). Ending the conversation late is normal (a closing report, the user's "anything else"); talking on
+  until the episode is cut for length is the failure. A write that changed nothing still counts as the last
+  change, and worlds where the user changes the state too (dual control) are not checked.
+"""
+
+from __future__ import annotations
+
+from muarl.checks.conversation import agent_calls, evidence, normalise, said_to_user, texts
+from muarl.domains.base import Domain
+from muarl.models.oracle import planned_turns
+from muarl.types import CheckVerdict, Episode, Message, Task
+
+CUT = ("max_turns", "token_budget")  # ended for length, not by the user or a terminal tool
+MALFORMED = ("Error: could not parse arguments", "Error: unknown tool")  # how the loop words those refusals
+TALK_ON = 3  # agent turns after completion that, on an episode cut for length, count as talking on
+
+
+def agent_turn_indices(domain: Domain, messages: list[Message]) -> list[int]:
+    """Indices of the agent's turns: its messages, the domain's opening greeting left out."""
+    turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if domain.greeting and turns and turns[0] <= 1 and messages[turns[0]].content == domain.greeting and not messages[turns[0]].tool_calls:
+        turns = turns[1:]
+    return turns
+
+
+def turn_limit(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    if episode.termination in CUT:
+        last = len(episode.messages) - 1
+        return CheckVerdict(check="turn_limit", status="fail", detail=f"cut by {episode.termination}", evidence=[evidence(episode.messages, last)])
+    return CheckVerdict(check="turn_limit", status="pass", detail=f"ended by {episode.termination}")
+
+
+def malformed_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    calls = agent_calls(episode.messages)
+    if not calls:
+        return CheckVerdict(check="malformed_calls", status="not_applicable", detail="no tool call")
+    offered = domain.task_tools(task)
+    bad = []
+    for c in calls:
+        if c.result_index is None or c.ok:  # a call that ran had a known tool and arguments that fit
+            continue
+        if c.arguments is None or c.name not in offered or c.result.startswith(MALFORMED):
+            bad.append(c)
+        else:
+            try:
+                offered[c.name].check_names(c.arguments)
+            except Exception:  # noqa: BLE001 - an unknown or missing argument: the schema does not fit
+                bad.append(c)
+    if bad:
+        return CheckVerdict(check="malformed_calls", status="fail", detail=f"{len(bad)} of {len(calls)} call(s) malformed",
+                            evidence=[evidence(episode.messages, c.index) for c in bad[:3]], value=len(bad))
+    return CheckVerdict(check="malformed_calls", status="pass", detail=f"{len(calls)} well-formed call(s)", value=0)
+
+
+def repeated_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    calls = agent_calls(episode.messages)
+    if len(calls) < 2:
+        return CheckVerdict(check="repeated_calls", status="not_applicable", detail="fewer than two tool calls")
+    messages = episode.messages
+    repeats = []
+    for before, after in zip(calls, calls[1:]):
+        if before.identity() == after.identity() and not any(messages[i].role in ("user", "assistant") and not messages[i].tool_calls
+                                                              for i in range(before.index + 1, after.index)):
+            repeats.append(after)
+    if repeats:
+        return CheckVerdict(check="repeated_calls", status="fail", detail=f"{len(repeats)} call(s) repeated its previous call",
+                            evidence=[evidence(messages, c.index) for c in repeats[:3]], value=len(repeats))
+    return CheckVerdict(check="repeated_calls", status="pass", value=0)
+
+
+_PLANNED: dict[int, tuple[Task, int]] = {}  # id(task) -> (task, the oracle's turns): a plan depends on the task alone
+
+
+def _oracle_turns(domain: Domain, task: Task) -> int:
+    hit = _PLANNED.get(id(task))
+    if hit is None or hit[0] is not task:
+        if len(_PLANNED) > 50_000:
+            _PLANNED.clear()
+        hit = _PLANNED[id(task)] = (task, planned_turns(task, domain.task_tools(task).specs()))
+    return hit[1]
+
+
+def turns_vs_oracle(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    try:
+        reference = _oracle_turns(domain, task)
+    except Exception as exc:  # noqa: BLE001 - a task the oracle cannot plan (no gold actions it understands)
+        return CheckVerdict(check="turns_vs_oracle", status="not_applicable", detail=f"no oracle plan: {type(exc).__name__}")
+    if reference <= 0:
+        return CheckVerdict(check="turns_vs_oracle", status="not_applicable", detail="the oracle's plan is empty")
+    turns = len(agent_turn_indices(domain, episode.messages))
+    ratio = turns / reference
+    status = "fail" if turns > reference + max(2, reference // 2) else "pass"
+    return CheckVerdict(check="turns_vs_oracle", status=status, detail=f"{turns} agent turns, the oracle plans {reference}", value=round(ratio, 3))
+
+
+def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    name = "turns_after_completion"
+    if episode.reward is None or not episode.reward.success:
+        return CheckVerdict(check=name, status="not_applicable", detail="the task was not solved")
+    if len(domain.user_tools):
+        return CheckVerdict(check=name, status="not_applicable", detail="the user changes the state too (dual control)")
+    messages = episode.messages
+    complete = _state_reached(domain, task, messages)
+    text = texts(messages)
+    for output in task.outputs:
+        said = next((i for i in said_to_user(messages) if normalise(output) in text[i]), None)
+        complete = max(complete, said if said is not None else len(messages))
+    if complete == 0 and not task.outputs:
+        return CheckVerdict(check=name, status="not_applicable", detail="the task asks for no change and no fact")
+    after = [i for i in agent_turn_indices(domain, messages) if i > complete]
+    status = "fail" if episode.termination in CUT and len(after) >= TALK_ON else "pass"
+    proof = [evidence(messages, complete), evidence(messages, after[-1])] if after else [evidence(messages, complete)]
+    return CheckVerdict(check=name, status=status, detail=f"{len(after)} agent turn(s) after completion, ended by {episode.termination}",
+                        evidence=proof, value=len(after))
+
+
+def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int:
+    """Index of the agent message whose call last changed the state (0: none did): its last non-read call that
+    ran without being refused, as the episode is solved and so ended in the gold state."""
+    tools = domain.task_tools(task)
+    changed = [c.index for c in agent_calls(messages) if c.ok and (t := tools.get(c.name)) is not None and t.kind != "read"]
+    return changed[-1] if changed else 0

@@ -1,0 +1,93 @@
+"""Grounded claims: what the agent tells the user it did, it did; the facts it must tell come from somewhere.
+
+``grounded_actions``: every sentence of an agent message that says an action was done ("your phone number has
+been updated", "I've cancelled the order") must come after a call of a write tool that can do it (by a word of
+its name: a cancellation claim needs a ``cancel...`` tool) and that ran without being refused. A claim after a
+refused call, or with no call at all, fails. It sees only claims worded with the past forms it knows
+(:data:`muarl.checks.conversation.CLAIM_FAMILIES`); "all done" claims nothing in particular and is not checked.
+
+``grounded_facts``: each of the task's required outputs, where the agent says it, must already have appeared in a
+tool result or a user message. An output that no tool of the gold solution shows either (a count or a sum the
+agent works out) cannot be traced and is not checked.
+"""
+
+from __future__ import annotations
+
+from muarl.checks.conversation import action_claims, agent_calls, asks_confirmation, evidence, normalise, said_to_user, texts, tool_does
+from muarl.domains.base import Domain
+from muarl.types import CheckVerdict, Episode, Task
+
+ACTIONS = "grounded_actions"
+FACTS = "grounded_facts"
+
+
+def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    tools = domain.task_tools(task)
+    writes = [t.name for t in tools if t.kind == "write"]
+    if not writes:
+        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the domain has no write tools")
+    messages = episode.messages
+    calls = agent_calls(messages)
+    claims = 0
+    for i in said_to_user(messages):
+        for family, sentence in action_claims(messages[i].content):
+            claims += 1
+            done = [c for c in calls if c.index < i and tool_does(family, c.name) and c.name in writes]
+            if not any(c.ok for c in done):
+                why = f"after a refused {done[-1].name} call" if done else "without a matching write call"
+                proof = [evidence(messages, done[-1].result_index)] if done and done[-1].result_index is not None else []
+                return CheckVerdict(check=ACTIONS, status="fail", detail=f"claims {family!r} done {why}: {sentence[:80]!r}",
+                                    evidence=[evidence(messages, i), *proof])
+    if not claims:
+        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
+    return CheckVerdict(check=ACTIONS, status="pass", detail=f"{claims} claim(s), each after a successful matching call")
+
+
+def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    if not task.outputs:
+        return CheckVerdict(check=FACTS, status="not_applicable", detail="the task requires no facts to be told")
+    messages = episode.messages
+    text = texts(messages)
+    checked = 0
+    for output in task.outputs:
+        wanted = normalise(output)
+        said = next((i for i in said_to_user(messages) if wanted in text[i]
+                     and not asks_confirmation(messages[i].content)), None)  # a confirmation proposes: it tells nothing yet
+        if said is None:
+            continue  # never said: the outcome reward fails it; nothing to trace
+        sources = [i for i, m in enumerate(messages[:said]) if m.role in ("tool", "user") and wanted in text[i]]
+        if sources:
+            checked += 1
+            continue
+        if not _gold_shows(domain, task, wanted):
+            continue  # worked out by the agent (a count, a sum): cannot be traced to one message
+        return CheckVerdict(check=FACTS, status="fail", detail=f"told {output!r} before any tool result or user message showed it",
+                            evidence=[evidence(messages, said)])
+    if not checked:
+        return CheckVerdict(check=FACTS, status="not_applicable", detail="no traceable required fact was told")
+    return CheckVerdict(check=FACTS, status="pass", detail=f"{checked} required fact(s) told after a tool or the user showed them")
+
+
+_GOLD_SHOWS: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, what its gold tool results show, normalised)
+
+
+def _gold_shows(domain: Domain, task: Task, wanted: str) -> bool:
+    """Whether a tool result of the task's gold solution shows the fact (then the agent could have looked it up)."""
+    hit = _GOLD_SHOWS.get(id(task))
+    if hit is None or hit[0] is not task:
+        if len(_GOLD_SHOWS) > 50_000:
+            _GOLD_SHOWS.clear()
+        hit = _GOLD_SHOWS[id(task)] = (task, "\n".join(_gold_results(domain, task)))
+    return wanted in hit[1]
+
+
+def _gold_results(domain: Domain, task: Task) -> list[str]:
+    state = domain.new_state(task)
+    shown = []
+    for action in task.actions:
+        try:
+            run = domain.run_user_tool if action.requestor == "user" else domain.run_tool
+            shown.append(normalise(run(state, action.name, action.kwargs)))
+        except Exception:  # noqa: BLE001 - a refused or broken gold call shows nothing
+            continue
+    return shown
