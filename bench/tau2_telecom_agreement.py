@@ -12,6 +12,12 @@ domain. The script reports how often the rewards agree (and the ENV_ASSERTION an
 single assertion), lists disagreements, and checks that the phone and the carrier records end equal (listing
 the trajectories where they do not).
 
+``--typed`` scores other trajectories instead: per task, the gold one with one call of the user's inserted after
+the gold user actions (after all gold actions when the user has none), a call of each user tool that takes
+arguments with one argument replaced by each of twelve values (the eleven wrongly typed values of the τ-bench
+audit in docs/tau-bench.md, and ``2``) that muarl's schema refuses. τ² stores some of them (muarl refuses the
+call), so the rewards can differ; the script counts those and the trajectories τ²'s evaluator crashes on.
+
 All tasks run in this one process, but each trajectory gets a τ² that has run no broken-VPN task before: τ²'s
 user toolkit connects every VPN to one class-level details object, which its ``break_vpn`` set-up makes poor for
 the rest of the process, so the script restores that object before each trajectory.
@@ -26,11 +32,13 @@ this with a Python that has τ²'s dependencies, e.g. a venv in /tmp) and reads 
 committed.
 
     /tmp/tau2-venv/bin/python bench/tau2_telecom_agreement.py --upstream /tmp/tau2-up/src [--random 20] [--seed 0]
+        [--typed [--typed-tools set_network_mode_preference,set_apn_settings]]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import inspect
 import json
 import os
@@ -79,6 +87,36 @@ def random_arguments(rng: random.Random, name: str) -> dict[str, Any]:
     return args
 
 
+WRONG_TYPES: list[Any] = ["", "x", 0, 12345, 1.5, True, None, [], ["x"], {}, {"a": 1}, 2]
+TYPED_BASE = {"mode": "4g_5g_preferred", "apn_settings": {"apn_name": "internet"}, "app_name": "messaging", "permission": "sms"}
+
+
+def typed_trajectories(task: Any, domain: Any, tools: set[str] | None = None) -> list[tuple[str, list[tuple[str, str, dict]]]]:
+    """(label, calls) for one task: its gold calls with one wrongly typed user call inserted after the gold user
+    actions, for every argument of the user tools (only ``tools``, if given) and every value of WRONG_TYPES
+    muarl's schema refuses there."""
+    from muarl.domains.base import ArgumentError
+
+    gold = [(a["requestor"], a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"] or []]
+    users = [i for i, (requestor, _, _) in enumerate(gold) if requestor == "user"]
+    at = users[-1] + 1 if users else len(gold)
+    out = []
+    for tool in domain.user_tools:
+        if tools is not None and tool.name not in tools:
+            continue
+        params = list(tool.spec.parameters["properties"])
+        for param in params:
+            for value in WRONG_TYPES:
+                arguments = {p: TYPED_BASE[p] for p in params} | {param: value}
+                try:
+                    tool.validate(arguments)
+                    continue  # a value our schema takes: not a typed perturbation
+                except ArgumentError:
+                    pass
+                out.append((f"{tool.name}({param}={json.dumps(value, separators=(',', ':'))})", [*gold[:at], ("user", tool.name, arguments), *gold[at:]]))
+    return out
+
+
 def trajectories(task: Any, rng: random.Random, n_random: int, agent_names: list[str], user_names: list[str]) -> list[tuple[str, list[tuple[str, str, dict]]]]:
     """(label, [(requestor, tool, arguments)]) for one task: gold, gold minus each action, random mixes."""
     gold = [(a["requestor"], a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"] or []]
@@ -104,6 +142,8 @@ def main() -> None:
     parser.add_argument("--data-dir", help="data directory holding tau2-bench/ (default: where muarl finds it: $MUARL_DATA, then the cache)")
     parser.add_argument("--random", type=int, default=20, help="random trajectories per task")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--typed", action="store_true", help="score the wrongly typed user calls of typed_trajectories instead")
+    parser.add_argument("--typed-tools", help="with --typed: only these user tools (comma-separated)")
     args = parser.parse_args()
 
     data = find_root("tau2-bench", args.data_dir) / "tau2-bench" / "telecom"
@@ -131,12 +171,15 @@ def main() -> None:
     upstream_step, muarl_step, upstream_reset, muarl_reset = [], [], [], []
     disagreements: list[str] = []
     state_mismatches: list[str] = []
+    crashes: list[str] = []  # trajectories τ²'s evaluator raised on
     # restored before each trajectory: see the module docstring
     pristine_vpn = TelecomUserTools.default_vpn_details.model_copy(deep=True)
     for raw in raw_tasks:
         up_task = UpTask.model_validate(raw)
         task = ours[raw["id"]]
-        for label, calls in trajectories(raw, rng, args.random, agent_names, user_names):
+        only = set(args.typed_tools.split(",")) if args.typed_tools else None
+        made = typed_trajectories(raw, domain, only) if args.typed else trajectories(raw, rng, args.random, agent_names, user_names)
+        for label, calls in made:
             TelecomUserTools.default_vpn_details = pristine_vpn.model_copy(deep=True)
             t0 = time.perf_counter()
             env = get_environment()
@@ -169,9 +212,13 @@ def main() -> None:
 
             simulation = SimulationRun(id=f"{task.id}/{label}", task_id=task.id, start_time="", end_time="", duration=0.0,
                                        termination_reason=TerminationReason.USER_STOP, messages=up_messages)
-            theirs = evaluate_simulation(simulation, up_task, EvaluationType.ALL, solo_mode=False, domain="telecom")
             mine = evaluate_tau2(domain, task, state.hash(), messages, termination="user_stop")
             total += 1
+            try:
+                theirs = evaluate_simulation(simulation, up_task, EvaluationType.ALL, solo_mode=False, domain="telecom")
+            except Exception as exc:  # noqa: BLE001 - counted: τ²'s evaluator fails on what its tools stored
+                crashes.append(f"{task.id} {label}: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
+                continue
             ok = theirs.reward == mine.reward
             agree += ok
             their_env = (theirs.reward_breakdown or {}).get("ENV_ASSERTION")
@@ -201,6 +248,12 @@ def main() -> None:
     print(f"single assertions agreeing: {assertion_agree}/{assertions}; final phone and records equal: {state_equal}/{total}")
     print(f"env step: τ² {ms(upstream_step):.4f} ms, muarl {ms(muarl_step):.4f} ms, ratio {ms(upstream_step) / ms(muarl_step):.1f}x")
     print(f"reset (task set-up): τ² {ms(upstream_reset):.3f} ms, muarl {ms(muarl_reset):.3f} ms, ratio {ms(upstream_reset) / ms(muarl_reset):.1f}x")
+    print(f"τ²'s evaluator crashed on {len(crashes)} of {total} trajectories (not counted as agreeing)")
+    if args.typed:  # which perturbations changed τ²'s reward, by inserted call
+        print("reward differs, by inserted call:", collections.Counter(line.split(": ")[0].split(" ", 1)[1] for line in disagreements).most_common())
+        print("τ² crashed, by inserted call:", collections.Counter(line.split(": ")[0].split(" ", 1)[1] for line in crashes).most_common())
+    for line in crashes[:5]:
+        print("CRASH", line)
     for line in disagreements[:20]:
         print("DISAGREE", line)
     for line in state_mismatches[:20]:

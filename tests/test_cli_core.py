@@ -168,3 +168,17 @@ def test_bad_options_are_usage_errors(args, message, tmp_path):
     result = invoke(*args, "--out", str(tmp_path)) if args[0] == "rollout" else invoke(*args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_a_system_turn_longer_than_the_agents_context_is_said_once_before_the_run(tmp_path):
+    """Every episode would end context_full at turn 0 and the summary alone would not say why."""
+    result = CliRunner().invoke(main, ["rollout", "--agent", "local:tiny-random", "--max-context", "100", "--limit", "2",
+                                       "--out", str(tmp_path), "--quiet"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and re.search(r"take \d+ tokens, and the agent's context holds 100: 2 of 2 task\(s\) cannot start",
+                                            warnings[0]), result.stderr
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert [(e["termination"], e["agent_turns"]) for e in episodes] == [("context_full", 0)] * 2
+    fits = CliRunner().invoke(main, ["rollout", "--agent", "oracle", "--limit", "1", "--out", str(tmp_path / "oracle"), "--quiet"])
+    assert "warning" not in fits.stderr  # an agent that does not tokenise says nothing

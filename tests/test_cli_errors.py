@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from muarl.cli import main
 from muarl.data.store import find_root
+from muarl.domains.spec import load_domain_spec
 from muarl.types import Episode
 
 CLINIC_TASK = "clinic-test-0000"
@@ -171,6 +173,26 @@ def test_a_domain_spec_that_names_another_callable_is_refused_without_calling_it
     for command in ("synth", "rollout"):  # a config file names the domain for every command that runs episodes
         assert "not a muarl domain factory" in error_line(invoke(command, "--config", config, "--out", tmp_path / command))
     assert not marker.exists()
+
+
+def test_a_domain_spec_is_refused_before_its_module_is_imported(tmp_path, monkeypatch):
+    """Importing runs a module's code (``this`` prints the Zen of Python): an unmarked factory is refused from the
+    source alone; a marked one (decorated, or wrapped) is imported and loaded."""
+    monkeypatch.delitem(sys.modules, "this", raising=False)
+    line = error_line(invoke("rollout", "--domain", "this:x", "--out", tmp_path / "zen"))
+    assert "'this:x' is not a muarl domain factory" in line and "Zen of Python" not in line
+    assert "this" not in sys.modules
+    marker = tmp_path / "imported"
+    (tmp_path / "side_effect_world.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef make(data_dir):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "not a muarl domain factory" in error_line(invoke("serve-mcp", "--domain", "side_effect_world:make"))
+    assert not marker.exists() and "side_effect_world" not in sys.modules
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.delitem(sys.modules, "shop_world", raising=False)
+    assert load_domain_spec("shop_world:load").name == "shop"  # @domain_factory in its source: imported, then checked
+    (tmp_path / "wrapped_world.py").write_text("from muarl.domains.spec import domain_factory\nfrom shop_world import load as _load\n"
+                                               "make = domain_factory(_load)\n")
+    assert load_domain_spec("wrapped_world:make").name == "shop"
 
 
 def test_plugins_register_domains_through_entry_points(tmp_path, monkeypatch):

@@ -119,6 +119,30 @@ def test_acebench_agent_multi_turn_talks_with_an_llm_user_over_http(tmp_path, ac
     assert report["user"] == "llm:user-model" and row["n_tasks"] == 2 and row["n_errored"] == 0
 
 
+def test_the_tau_suite_runs_telecom_with_tau2s_criteria_and_marks_a_partial_row(tmp_path):
+    load_or_skip("tau2-telecom")
+    result = invoke("eval-suite", "--suite", "tau", "--category", "tau2-telecom", "--agent", "oracle", "--limit", "2",
+                    "--out", str(tmp_path), "--quiet", "--bootstrap", "0")
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("tau2-telecom"))
+    assert row.split()[1:3] == ["2", "100.0"] and row.endswith("partial: the first 2 of 40 tasks")
+    assert "| tau2-telecom | 2 | 100.0 | – | – | – | – | 0 | 0 | partial: the first 2 of 40 tasks |" in (tmp_path / "suite.md").read_text()
+    episode = json.loads((tmp_path / "tau2-telecom" / "episodes.jsonl").read_text().splitlines()[0])
+    assert "ENV_ASSERTION" in episode["reward"]["components"]  # τ²'s criteria, the domain's default
+
+
+def test_a_category_whose_system_turn_fills_the_agents_context_is_warned_about_before_it_runs(tmp_path):
+    load_or_skip("tau-airline")
+    result = CliRunner().invoke(main, ["eval-suite", "--suite", "tau", "--category", "tau-airline", "--agent", "local:tiny-random",
+                                       "--limit", "1", "--max-tokens", "4", "--max-turns", "1", "--out", str(tmp_path), "--quiet",
+                                       "--bootstrap", "0"])
+    assert result.exit_code == 0, result.output
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.startswith("warning: tau-airline: the system prompt and tool schemas take ") and "1 of 1 task(s)" in warning
+    [row] = json.loads((tmp_path / "suite.json").read_text())["categories"]
+    assert row["warning"] == warning.removeprefix("warning: tau-airline: ")
+
+
 def test_the_suites_user_takes_its_sampling_strategy_and_retries(tmp_path, acebench_data):
     """eval-suite builds each category's world as every command does (rollout.world.build_world), so its LLM user
     takes the same settings as `muarl rollout`'s: temperature, completion tokens, strategy and retries."""

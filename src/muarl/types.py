@@ -91,7 +91,7 @@ class ToolCall(_Model):
     def _openai_form(self) -> dict[str, Any]:
         return self.to_openai()
 
-    @field_validator("name", "arguments")
+    @field_validator("id", "name", "arguments")
     @classmethod
     def _encodable(cls, value: str) -> str:
         return valid_unicode(value)
@@ -131,10 +131,16 @@ class Message(_Model):
     tool_call_id: str | None = None
     name: str | None = None  # the tool's name on tool messages
 
-    @field_validator("content", "name")
+    @field_validator("content", "name", "tool_call_id")
     @classmethod
     def _encodable(cls, value: str | None) -> str | None:
         return valid_unicode(value)
+
+    def writable(self) -> Message:
+        """This message with every text in it (tool-call ids included) made encodable (:func:`valid_unicode`),
+        whatever was written into the objects after they were built; how a message from code muarl does not run
+        (an in-process agent or user) enters an episode, which must be written to disk."""
+        return Message.model_validate(valid_unicode(self.model_dump()))
 
     @model_serializer(mode="wrap")
     def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

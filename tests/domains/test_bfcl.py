@@ -151,6 +151,37 @@ def test_integers_beyond_json_range_are_refused_before_a_backend_computes_with_t
     assert json.loads(domain.run_tool(state, "power", {"base": 2, "exponent": 10})) == {"result": 1024}
 
 
+def test_a_failed_logarithm_does_not_leave_the_integer_digit_limit_lifted(tmp_path, monkeypatch, request):
+    """mpmath 1.4 lifts Python's limit on integer-string conversion while it parses a number from a string and, when
+    the string is no number, leaves it lifted. Then a later 5,000-digit argument was read and recorded, and the
+    episode line could not be read back. mpmath 1.3 (where it does not) gets 1.4's parser's behaviour here."""
+    import mpmath
+    from mpmath.libmp import libmpf
+
+    from muarl.rollout.runner import run_many
+    from muarl.rollout.store import read_episodes
+
+    if tuple(int(p) for p in mpmath.__version__.split(".")[:2]) < (1, 4):
+        def str_to_man_exp(x, base=10):  # mpmath 1.4's: lift the limit, convert, restore it only on success
+            sys.set_int_max_str_digits(0)
+            return int(x, base), 0
+        monkeypatch.setattr(libmpf, "str_to_man_exp", str_to_man_exp)
+    domain = load_or_skip("bfcl-mt-base")
+    task = next(t for t in domain.tasks("test") if "MathAPI" in t.metadata["involved_classes"])
+    limit = sys.get_int_max_str_digits()
+    request.addfinalizer(lambda: sys.set_int_max_str_digits(limit))  # never leak a lifted limit into other tests
+    agent = ScriptAgent([calls(("logarithm", '{"value": "not a number", "base": 10, "precision": 5}')),
+                         calls(("mean", '{"numbers": [1' + "0" * 5000 + "]}"))])
+    out = tmp_path / "episodes.jsonl"
+    asyncio.run(run_many(domain, [task], agent, LineUser([task.user.instruction]), out=out, concurrency=1,
+                         config=LoopConfig(max_turns=2)))
+    assert sys.get_int_max_str_digits() == limit
+    [episode], _ = read_episodes(out)
+    logarithm, mean = episode.tool_executions
+    assert logarithm.error is None and "error" in logarithm.output  # BFCL's own answer to a bad value
+    assert mean.error_kind == "malformed" and "4300" in mean.error  # read with the limit in place, as on disk
+
+
 def test_calls_are_parsed_as_literals_and_never_run():
     assert parse_call("sort('final_report.pdf')").args == ("final_report.pdf",)
     assert parse_call("lockDoors(unlock=False, door=['driver'])").kwargs == {"unlock": False, "door": ["driver"]}
@@ -173,6 +204,22 @@ def test_rollout_cli_runs_a_bfcl_domain(tmp_path):
     assert result.exit_code == 0, result.output
     rewards = [json.loads(line)["reward"]["reward"] for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     assert rewards == [1.0, 1.0, 1.0]
+
+
+def test_rollout_runs_bfcl_with_its_own_turn_budget_and_parallel_calls_by_default(tmp_path):
+    """Entries 38 and 46 of long_context need more than the generic 30 turns one call at a time: the domain's own
+    defaults (60 turns, every call of a turn run) apply unless the user sets others."""
+    load_or_skip("bfcl-mt-long-context")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-long-context", "--task", "multi_turn_long_context_38",
+                                       "--task", "multi_turn_long_context_46", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["reward"]["reward"] for line in (out / "episodes.jsonl").read_text().splitlines()] == [1.0, 1.0]
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert (config["max_turns"], config["parallel_tool_calls"]) == (MAX_TURNS, True)  # recorded resolved
+    cut = CliRunner().invoke(main, ["rollout", "--domain", "bfcl-mt-long-context", "--task", "multi_turn_long_context_38",
+                                    "--max-turns", "30", "--out", str(tmp_path / "cut"), "--quiet"])
+    assert "mean reward 0.000" in cut.output  # the user's setting wins
 
 
 def test_another_bfcl_eval_version_is_a_one_line_usage_error(tmp_path):

@@ -1,7 +1,7 @@
 """τ²-bench telecom (dual control): the tools of both sides, τ²'s split, the phone's rules, and gold episodes.
 
 Specification: the agent has τ²'s 13 tools and the user 30 of its phone; the splits are τ²'s (74 train, 40
-test); every task starts broken (its assertions fail on the initial state) and an episode in which the oracle
+test) and its small (20) and full task sets where the data holds their files; every task starts broken (its assertions fail on the initial state) and an episode in which the oracle
 agent asks for the task's user actions and the scripted user does them on its phone scores 1.0 by τ²'s criteria,
 with the user's calls recorded as the user's; an agent that only talks scores 0.
 """
@@ -9,9 +9,13 @@ with the user's calls recorded as the user's; an agent that only talks scores 0.
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 
 import pytest
+from click.testing import CliRunner
 
+from muarl.cli import main
 from muarl.domains.tau.telecom import scenario
 from muarl.domains.tau.telecom.phone import sync_with_carrier
 from muarl.domains.tau.tau2_criteria import evaluate_tau2
@@ -35,8 +39,44 @@ def all_tasks(domain):
 def test_tools_and_split(tau2_telecom):
     assert set(tau2_telecom.tools.names()) == AGENT_TOOLS
     assert len(tau2_telecom.user_tools) == 30 and not set(tau2_telecom.user_tools.names()) & AGENT_TOOLS
-    assert [len(tau2_telecom.tasks(s)) for s in ("train", "test")] == [74, 40]
-    assert len({t.id for t in all_tasks(tau2_telecom)}) == 114
+    assert tau2_telecom.splits == ("train", "test", "small")  # the shared data has no tasks_full.json
+    assert [len(tau2_telecom.tasks(s)) for s in ("train", "test", "small")] == [74, 40, 20]
+    assert len({t.id for t in all_tasks(tau2_telecom)}) == 134
+    assert "τ² task sets not in it: full (tasks_full.json)" in tau2_telecom.description
+
+
+def test_the_full_task_set_is_a_split_where_the_data_holds_it(tmp_path):
+    """τ²'s full set comes in tasks_full.json; a data folder that has it offers the split (here a copy of the shared
+    folder whose full set is the base tasks), one that lacks it says which file is missing."""
+    from muarl.domains.tau.loader import read_json, tau2_dir, tau2_tasks
+    from muarl.domains.tau.telecom import tau2_telecom as load_telecom
+
+    shared = tau2_dir("telecom")
+    folder = tmp_path / "tau2-bench" / "telecom"
+    shutil.copytree(shared, folder)
+    with pytest.raises(ValueError, match="tasks_full.json is not in the data"):
+        tau2_tasks("telecom", "tau2-telecom", "full", tmp_path)
+    base = read_json(shared / "tasks.json")
+    splits = read_json(shared / "split_tasks.json")
+    (folder / "split_tasks.json").write_text(json.dumps({**splits, "full": [t["id"] for t in reversed(base)]}))
+    (folder / "tasks_full.json").write_text(json.dumps(base))
+    domain = load_telecom(tmp_path)
+    assert domain.splits == ("train", "test", "small", "full") and "not in it" not in domain.description
+    assert [t.id for t in domain.tasks("full")] == [t["id"] for t in reversed(base)]
+
+
+def test_a_tau2_run_on_the_small_set_replays_against_the_shipped_tasks(tmp_path, tau2_telecom):
+    """A τ² results file of the small set names tasks only tasks_small.json holds; --shipped-tasks finds them."""
+    task = tau2_telecom.tasks("small")[0]
+    assert task.id not in {t.id for s in ("train", "test") for t in tau2_telecom.tasks(s)}
+    said = [{"role": "assistant", "content": "Hi! How can I help you today?"}, {"role": "user", "content": "My phone has no service."},
+            {"role": "assistant", "content": "Please restart your phone."}]
+    results = {"tasks": [], "simulations": [{"task_id": task.id, "trial": 0, "messages": said, "termination_reason": "user_stop",
+                                              "reward_info": {"reward": 0.0}}]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    out = CliRunner().invoke(main, ["replay", str(path), "--domain", "tau2-telecom", "--shipped-tasks"])
+    assert out.exit_code == 0 and "agreeing with the record: 1/1" in out.output, out.output
 
 
 def test_every_task_starts_broken(tau2_telecom):
@@ -82,6 +122,22 @@ def test_action_criterion_counts_the_users_calls(tau2_telecom):
 
 def call(domain, state, name, user=True, **kwargs):
     return (domain.run_user_tool if user else domain.run_tool)(state, name, kwargs)
+
+
+@pytest.mark.parametrize(("name", "arguments"), [("set_network_mode_preference", {"mode": 2}),
+                                                 ("set_network_mode_preference", {"mode": None}),
+                                                 ("set_apn_settings", {"apn_settings": "internet"})])
+def test_a_wrongly_typed_phone_setting_is_refused_and_changes_nothing(tau2_telecom, name, arguments):
+    """A departure from τ², kept on purpose and measured in docs/tau-bench.md: τ² stores these values on the phone
+    (which changes its reward on some tasks, and crashes its evaluator for the APN string); muarl refuses the call."""
+    from muarl.domains.base import ArgumentError
+
+    task = next(t for t in all_tasks(tau2_telecom) if any(a.requestor == "user" for a in t.actions))
+    state = tau2_telecom.new_state(task)
+    before = state.hash()
+    with pytest.raises(ArgumentError):
+        call(tau2_telecom, state, name, **arguments)
+    assert state.hash() == before
 
 
 def test_a_paid_bill_and_resumed_line_serve_the_phone_after_a_reboot(tau2_telecom):

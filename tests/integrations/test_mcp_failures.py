@@ -160,3 +160,18 @@ def test_a_restarted_http_server_that_forgot_the_session_errors_the_episode():
                 stack.enter_context(http_server(port=port))
 
             asyncio.run(scenario(url, restart))
+
+
+def test_a_command_that_floods_stdout_shows_one_line_per_failure_kind(tmp_path):
+    """``mcp:yes hello`` prints lines that are not JSON-RPC as fast as it can; the SDK logs a traceback for each
+    (megabytes in seconds). The user sees one line for that kind of failure, the errored episodes, and exit 3."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", "from muarl.cli import main; main()", "rollout", "--tools", "mcp:yes hello",
+                           "--limit", "2", "--timeout", "2", "--max-retries", "0", "--out", str(tmp_path), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert len(proc.stderr) < 2000 and "Traceback" not in proc.stderr, proc.stderr[:2000]
+    assert proc.stderr.count("Failed to parse JSONRPC message from server") == 1
+    episodes, _ = read_episodes(tmp_path / "episodes.jsonl")
+    assert len(episodes) == 2 and all(e.termination == "error" for e in episodes)

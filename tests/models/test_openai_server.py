@@ -12,9 +12,11 @@ import time
 
 import httpx
 from booking_world import toy_domain
+from click.testing import CliRunner
 from scripted_parties import ScriptAgent, say
 from test_local_engine import ScriptedLM
 
+from muarl.cli import main
 from muarl.models.local_chat import LocalChatClient
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.models.local_spec import local_policy
@@ -141,7 +143,7 @@ def test_models_route_and_bad_requests_get_json_400s():
             ({"messages": user, "max_tokens": 0}, "max_tokens"),
             ({"messages": user, "stream": True}, "streaming"),
             ({"messages": user, "n": 2}, "n=1"),
-            ({"messages": [{"role": "user", "content": "long " * 300}]}, "context is full"),
+            ({"messages": [{"role": "user", "content": "long " * 300}]}, "maximum context length"),
         ]:
             response = post(server, body)
             assert response.status_code == 400, (body, response.text)
@@ -150,25 +152,44 @@ def test_models_route_and_bad_requests_get_json_400s():
         assert missing.status_code == 404 and "error" in missing.json()
 
 
+def serve(*args: str) -> tuple[subprocess.Popen, str]:
+    """``muarl serve ARGS --port 0`` in a subprocess, and its base URL once it answers."""
+    proc = subprocess.Popen([*MUARL, "serve", *args, "--port", "0"], stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    assert line.startswith("serving local:") and " at http://127.0.0.1:" in line, line
+    base_url = line.split(" at ")[1].split()[0]
+    deadline = time.time() + 30
+    while True:
+        try:
+            httpx.get(f"{base_url}/models")
+            return proc, base_url
+        except httpx.ConnectError:
+            assert time.time() < deadline
+            time.sleep(0.2)
+
+
 def test_muarl_serve_command_serves_on_loopback(tmp_path):
-    proc = subprocess.Popen([*MUARL, "serve", "tiny-random", "--port", "0"],
-                            stderr=subprocess.PIPE, text=True)
+    proc, base_url = serve("tiny-random")
     try:
-        line = proc.stderr.readline()
-        assert "serving local:tiny-random at http://127.0.0.1:" in line, line
-        base_url = line.split(" at ")[1].split()[0]
-        deadline = time.time() + 30
-        while True:
-            try:
-                reply = httpx.post(f"{base_url}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
-                break
-            except httpx.ConnectError:
-                assert time.time() < deadline
-                time.sleep(0.2)
+        reply = httpx.post(f"{base_url}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] <= 3
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_an_agent_served_by_muarl_serve_that_outgrows_its_context_ends_context_full(tmp_path):
+    """Server and client agree on one wording (OpenAI's code): the episode is the policy's failure, scored, not errored."""
+    proc, base_url = serve("tiny-random", "--max-context", "80")
+    try:
+        result = CliRunner().invoke(main, ["rollout", "--agent", "openai:m", "--agent-base-url", base_url, "--limit", "1",
+                                           "--max-retries", "0", "--out", str(tmp_path / "run"), "--quiet"])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert result.exit_code == 0, result.output
+    [episode] = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
+    assert (episode["termination"], episode["error"], episode["reward"]["reward"]) == ("context_full", None, 0.0)
 
 
 def test_serve_rejects_a_bad_path():

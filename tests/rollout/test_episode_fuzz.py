@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import zlib
 
 import pytest
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from muarl.domains import DOMAINS, load_domain
 from muarl.domains.base import ArgumentError, Domain
 from muarl.rollout.episode import LoopConfig, run_episode
+from muarl.rollout.store import EpisodeWriter, read_episodes
 from muarl.types import Episode, Message, Task, ToolCall
 from domain_data import load_or_skip
 from scripted_parties import LineUser, ScriptAgent
@@ -231,26 +233,39 @@ class RandomAgentOutput:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(DOMAINS))
-def test_ten_thousand_random_messages_per_domain_never_break_the_loop_or_the_seed_data(name):
+def test_ten_thousand_random_messages_per_domain_never_break_the_loop_or_the_seed_data(name, tmp_path):
+    """Every episode is written as a run writes it and read back from disk at the end, and no tool's code leaves
+    Python's integer-string limit changed (a lifted one lets a later huge integer into the file, unreadable then)."""
     domain = load_or_skip(name)
     tasks = domain.tasks(domain.splits[-1])
     output = RandomAgentOutput(domain, tasks, seed=zlib.crc32(name.encode()))
+    limit = sys.get_int_max_str_digits()
+    written = tmp_path / "episodes.jsonl"
 
     async def fuzz() -> int:
         messages = episodes = 0
-        while messages < MESSAGES_PER_DOMAIN:
-            turns = [output.message() for _ in range(output.rng.randint(1, 20))]
-            agent, user = ScriptAgent(turns), LineUser(["Hi, I need help.", "Okay.", "Sure, go ahead."])
-            config = LoopConfig(max_turns=len(turns), parallel_tool_calls=output.rng.random() < 0.5)
-            episode = await run_episode(domain, tasks[episodes % len(tasks)], agent, user, seed=episodes, config=config)
-            assert episode.error is None and episode.reward is not None, episode.error
-            assert episode.termination in {"max_turns", "terminal_tool"}
-            answered_calls(episode)
-            assert_judged(episode)
-            assert Episode.model_validate_json(episode.model_dump_json()) == episode
-            messages += episode.agent_turns
-            episodes += 1
+        with EpisodeWriter(written) as writer:
+            while messages < MESSAGES_PER_DOMAIN:
+                episode = await fuzz_episode(episodes)
+                assert sys.get_int_max_str_digits() == limit, "a tool left the integer-string limit changed"
+                writer.write(episode)
+                messages += episode.agent_turns
+                episodes += 1
         return messages
 
+    async def fuzz_episode(episodes: int) -> Episode:
+        turns = [output.message() for _ in range(output.rng.randint(1, 20))]
+        agent, user = ScriptAgent(turns), LineUser(["Hi, I need help.", "Okay.", "Sure, go ahead."])
+        config = LoopConfig(max_turns=len(turns), parallel_tool_calls=output.rng.random() < 0.5)
+        episode = await run_episode(domain, tasks[episodes % len(tasks)], agent, user, seed=episodes, config=config)
+        assert episode.error is None and episode.reward is not None, episode.error
+        assert episode.termination in {"max_turns", "terminal_tool"}
+        answered_calls(episode)
+        assert_judged(episode)
+        assert Episode.model_validate_json(episode.model_dump_json()) == episode
+        return episode
+
     assert asyncio.run(fuzz()) >= MESSAGES_PER_DOMAIN
+    read, unreadable = read_episodes(written)
+    assert unreadable == 0 and all(e.error is None for e in read)
     assert domain.base.recompute_digest() == domain.base.digest  # no tool wrote through to the shared seed data

@@ -175,3 +175,26 @@ def test_a_policy_that_outgrows_its_context_fails_the_episode_but_is_scored(clin
     assert ep.termination == "context_full" and not ep.errored and ep.error is None
     assert ep.reward is not None and ep.reward.reward == 0.0 and ep.reward.success is False
     assert ep.agent_turns == 1
+
+
+def test_lone_surrogates_from_an_in_process_agent_are_cleaned_so_the_run_writes_every_episode(clinic, task, tmp_path):
+    """A plugin agent is not behind the HTTP client that cleans server replies: a lone surrogate in its tool-call id
+    (set when the call is made, or written into the object after) once stopped the whole run as it wrote the episode."""
+    from muarl.rollout.runner import run_many
+    from muarl.rollout.store import read_episodes
+    from muarl.types import ToolCall
+
+    made = calls(("get_patient_details", '{"patient_id": "x"}'))
+    made.tool_calls = [ToolCall(id="call\ud800", name="get_patient_details", arguments="{}")]
+    edited = calls(("get_patient_details", '{"patient_id": "x"}'), content="hm")
+    edited.tool_calls[0].id = "late\udfff"  # no validation runs on assignment
+    edited.content = "text \ud800 edited"
+    out = tmp_path / "episodes.jsonl"
+    result = asyncio.run(run_many(clinic, [task], ScriptAgent([made, edited, say("done \udc00")]), LineUser(["hi", "ok", STOP]),
+                                  out=out, concurrency=1))
+    assert result.errored == 0
+    [episode], _ = read_episodes(out)
+    ids = [c.id for m in episode.messages for c in m.tool_calls or []]
+    assert ids == ["call\ufffd", "late\ufffd"]
+    assert [m.tool_call_id for m in episode.messages if m.role == "tool"] == ids
+    assert "text \ufffd edited" in [m.content for m in episode.messages]

@@ -268,6 +268,12 @@ def test_resume_refuses_other_settings_naming_them_and_accepts_how_fast_and_how_
     assert info["started"] == json.loads(run_info)["started"] and len(info["resumed"]) == 1
     assert info["config"]["trials"] == 2 and info["config"]["concurrency"] == 3
 
+    run_info, episodes = (out / "run.json").read_text(), (out / "episodes.jsonl").read_bytes()
+    for fewer in (["--trials", "1"], ["--trials", "2", "--limit", "1"]):  # run.json would say less than the file holds
+        shrunk = CliRunner().invoke(main, [*base, "--resume", *fewer])
+        assert shrunk.exit_code == 2 and "fewer tasks or trials than it holds" in shrunk.output, shrunk.output
+        assert (out / "run.json").read_text() == run_info and (out / "episodes.jsonl").read_bytes() == episodes
+
     (out / "run.json").write_text('{"config": {"seed": 0,')  # settings that cannot be read cannot be checked
     unreadable = CliRunner().invoke(main, [*base, "--resume"])
     assert unreadable.exit_code == 2 and "run.json is not readable JSON" in unreadable.output
@@ -283,3 +289,18 @@ def test_resume_conflicts_count_a_setting_an_older_run_lacks_as_its_default():
     del previous["token_budget"]
     assert cfg.resume_conflicts(previous) == ["domain: 'clinic' -> 'tau-retail'"]
     assert RolloutConfig(token_budget=100).resume_conflicts(previous) == ["token_budget: None -> 100"]
+
+
+def test_the_errored_episodes_warning_says_which_servers_failed(capsys):
+    from muarl.cli.evaluate import warn_errored
+
+    def ended(task: str, error: str | None) -> Episode:
+        return Episode(task_id=task, domain="clinic", split="test", termination="error" if error else "user_stop", error=error)
+
+    episodes = [ended("a", "BackendError: cannot open an MCP session with mcp:x"), ended("b", "BackendError: the connection ended"),
+                ended("c", "ModelError: http://m failed after 4 attempt(s)"), ended("d", "UserError: no reply"), ended("e", None),
+                ended("f", "RuntimeError: closing MCPToolBackend failed")]
+    warn_errored(episodes)
+    assert capsys.readouterr().err == (
+        "warning: 5 episode(s) errored (tool server: 2, model server: 1, user server: 1, other failures: 1; "
+        "e.g. BackendError: cannot open an MCP session with mcp:x); `--resume` runs them again\n")

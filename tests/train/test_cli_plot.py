@@ -33,3 +33,33 @@ def test_train_command_runs_a_tiny_config(tmp_path, monkeypatch):
     assert (tmp_path / "run" / "training_dynamics.png").is_file() and (tmp_path / "run" / "checkpoints" / "latest").is_file()
     result = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(tmp_path / "run"), "--quiet"])
     assert result.exit_code != 0 and "already holds a run" in result.output
+
+
+def test_calls_to_tools_the_domain_lacks_are_one_series_and_steps_tick_as_whole_numbers(tmp_path):
+    """A policy that invents tool names (misspelt, empty, made up) gets one "unknown tool" line, not one per name; the
+    names stay in metrics.jsonl. Five steps are ticked 1, 2, ... not 1.2, 1.4; legends are off the data."""
+    from muarl.train.plot import UNKNOWN_TOOL, draw, group_unknown_tools, run_tools
+
+    rows = [{"step": s, "reward_mean": s / 10, "tool_calls/find_patient_by_email": 1.0, "tool_calls/find_PatientByEmail": 0.5,
+             "tool_calls/callback": 0.25, "tool_calls/": 0.25 * s} for s in range(1, 6)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "run.json").write_text(json.dumps({"tools": [{"type": "function", "function": {"name": "find_patient_by_email"}}]}))
+    assert run_tools(tmp_path) == {"find_patient_by_email"}
+    grouped = group_unknown_tools(rows, run_tools(tmp_path))
+    assert [sorted(k for k in r if k.startswith("tool_calls/")) for r in grouped] == [["tool_calls/find_patient_by_email", UNKNOWN_TOOL]] * 5
+    assert [r[UNKNOWN_TOOL] for r in grouped] == [0.75 + 0.25 * s for s in range(1, 6)]
+
+    fig = draw(grouped, "run")
+    fig.canvas.draw()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    tools = next(ax for ax in panels if ax.get_title().startswith("calls per tool"))
+    assert [line.get_label() for line in tools.get_lines()] == ["find_patient_by_email", "unknown tool"]
+    for ax in panels:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    legend, plot_area = tools.get_legend().get_window_extent(), tools.get_window_extent()
+    assert not legend.overlaps(plot_area)
+
+    result = CliRunner().invoke(main, ["plot", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "tool_calls/find_PatientByEmail" in (tmp_path / "metrics.jsonl").read_text()  # the names stay on record

@@ -6,7 +6,9 @@ import json
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from muarl.cli import main
 from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
 from muarl.models.tiny import tiny_random_lm, tiny_tokenizer
@@ -62,6 +64,31 @@ def test_bad_data_is_reported_with_its_line(tmp_path):
     path.write_text(json.dumps(CONVERSATION) + "\n" + '{"messages": [{"content": "x"}]}\n')
     with pytest.raises(ConfigError, match="bad.jsonl:2"):
         read_conversations(path)
+
+
+@pytest.mark.parametrize("row", ['{"messages": "x"}', '{"messages": ["x"]}', '{"messages": [], "tools": "y"}', '{"messages": [], "tools": [1]}',
+                                 '["messages"]', '5', '{"messages": {"role": "user"}}', '{"messages": [{"role": "user", "tool_calls": "c"}]}'])
+def test_a_row_of_the_wrong_shape_is_one_line_exit_2_on_the_cli(tmp_path, row):
+    """Not an AttributeError traceback: the line number and what is wrong, before any model loads."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(CONVERSATION) + "\n" + row + "\n")
+    result = CliRunner().invoke(main, ["sft", "--data", str(path), "--model", "tiny-random", "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "bad.jsonl:2: not a {messages, tools} chat record" in line and result.output.rstrip().endswith(line)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_model_that_is_not_there_is_one_line_exit_2_in_sft_and_train(tmp_path):
+    data = write_jsonl(tmp_path / "c.jsonl", [CONVERSATION])
+    runs = {"sft": ["sft", "--data", str(data)], "train": ["train"]}
+    for command, args in runs.items():
+        out = tmp_path / command
+        result = CliRunner().invoke(main, [*args, "--model", str(tmp_path / "nonexistent"), "--out", str(out), "--quiet"])
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (command, result.output, result.exception)
+        [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert str(tmp_path / "nonexistent") in line and result.output.rstrip().endswith(line), result.output
+        assert not (out / "config.yaml").exists()  # nothing written for a run that never started
 
 
 def conversation(name: str, key: str, answer: str) -> dict:

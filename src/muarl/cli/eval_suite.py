@@ -34,7 +34,7 @@ from muarl.rollout.world import WorldConfig, make_world_user
 @click.option("--data-dir", help="Data directory (default: $MUARL_DATA, then ~/.cache/muarl/data; see `muarl data pull`).")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes at once.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=30, show_default=True, help="Agent turns per episode (categories scored on one response use 1).")
+@click.option("--max-turns", type=click.IntRange(min=1), help="Agent turns per episode [each domain's: BFCL 60, else 30] (categories scored on one response use 1).")
 @click.option("--temperature", type=float, help="Agent sampling temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Agent completion tokens per turn.")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per model request.")
@@ -46,7 +46,7 @@ from muarl.rollout.world import WorldConfig, make_world_user
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, user_base_url: str | None, user_strategy: str | None,
                user_temperature: float | None, user_max_tokens: int | None, user_precision: str | None, categories: tuple[str, ...],
-               limit: int | None, data_dir: str | None, trials: int, concurrency: int, max_turns: int, temperature: float | None,
+               limit: int | None, data_dir: str | None, trials: int, concurrency: int, max_turns: int | None, temperature: float | None,
                max_tokens: int | None, timeout: float, max_retries: int, seed: int, bootstrap: int, out: str, resume: bool, quiet: bool) -> None:
     """Run every category of a suite through the rollout runner; print and write (JSON, Markdown) its scores."""
     rows = suite_entries(suite, categories)
@@ -54,7 +54,8 @@ def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, us
     if not resume and any((out_dir / e.category / EPISODES_FILE).exists() for _, e in rows):
         raise click.UsageError(f"{out_dir} already holds episodes of this suite: pass --resume to complete that run, or choose another --out")
     try:
-        # what every category's world shares; each adds its domain, split, reward and loop settings (evals.suite.run_suite)
+        # what every category's world shares; each adds its domain and split, and takes its reward and parallel calls from
+        # the domain (evals.suite.run_suite)
         world = WorldConfig.load(None, user=user, user_base_url=user_base_url, user_strategy=user_strategy, user_temperature=user_temperature,
                                  user_max_tokens=user_max_tokens, user_precision=user_precision, data_dir=data_dir, max_turns=max_turns,
                                  timeout=timeout, max_retries=max_retries)
@@ -71,7 +72,8 @@ def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, us
     async def go():  # noqa: ANN202
         try:
             return await run_suite(rows, policy, simulator, out_dir, world=world, limit=limit, trials=trials, concurrency=concurrency,
-                                   seed=seed, resume=resume, bootstrap=bootstrap, progress=not quiet)
+                                   seed=seed, resume=resume, bootstrap=bootstrap, progress=not quiet,
+                                   warn=lambda category, text: click.echo(f"warning: {category}: {text}", err=True))
         finally:
             await policy.aclose()
             await simulator.aclose()
@@ -87,5 +89,6 @@ def eval_suite(suite: str, agent: str, agent_base_url: str | None, user: str, us
         sys.exit(2)
     errored = sum(c.n_errored for c in report.categories)
     if errored:
-        click.echo(f"warning: {errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
+        click.echo(f"warning: {errored} episode(s) errored (model, user or tool server failures; see each category's "
+                   "episodes); `--resume` runs them again", err=True)
         sys.exit(EXIT_ERRORED)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
@@ -31,6 +32,21 @@ def fail_unscored(episodes: list[Episode], where: str | Path) -> NoReturn:
     cause = f"all {len(errors)} errored, e.g. {errors[0]}" if errors else "there are none"
     click.echo(f"error: no episode in {where} was scored: {cause}", err=True)
     sys.exit(EXIT_ERRORED)
+
+
+# what an errored episode's recorded error (``"ExceptionName: message"``) says failed
+FAILED_PARTS = {"ModelError": "model server", "UserError": "user server", "BackendError": "tool server"}
+
+
+def warn_errored(episodes: list[Episode]) -> None:
+    """Say on stderr how many of a run's episodes errored and what failed (model, user or tool server)."""
+    errored = [ep for ep in latest_per_key(episodes) if ep.errored]
+    if not errored:
+        return
+    parts = Counter(FAILED_PARTS.get((ep.error or "").partition(":")[0], "other failures") for ep in errored)
+    what = ", ".join(f"{part}: {n}" for part, n in parts.most_common())
+    click.echo(f"warning: {len(errored)} episode(s) errored ({what}; e.g. {' '.join((errored[0].error or '').split())[:200]}); "
+               "`--resume` runs them again", err=True)
 
 
 def print_summary(s: Summary, title: str = "", per_task: bool = False) -> None:
@@ -160,7 +176,7 @@ def _load(run: str, transcripts: bool = False) -> tuple[list[Episode], int]:
               help="Another run on the same tasks (B): print pass^1 of both, A - B with a paired bootstrap CI, and McNemar's exact p.")
 @click.option("--checks", "with_checks", is_flag=True,
               help="Also report the trajectory checks (pass rate per check) and whose fault each failure is; recomputed for episodes written before them.")
-@click.option("--data-dir", help="Data directory of the run's domain, for recomputing checks (τ-bench: default $MUARL_SHARED_DATA or ../shared/data).")
+@click.option("--data-dir", help="Data directory of the run's domain, for recomputing checks (default: $MUARL_DATA, then ~/.cache/muarl/data; see `muarl data pull`).")
 @click.option("--judge", help="openai:MODEL: with --checks, an LLM judge for the failures no rule decided (cached per episode in the run directory).")
 @click.option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
 @click.option("--judge-api-key-env", default="OPENAI_API_KEY", show_default=True, help="Environment variable holding the judge endpoint's key.")

@@ -10,20 +10,21 @@ from pathlib import Path
 import click
 
 import muarl
-from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, print_summary
+from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, print_summary, warn_errored
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError, RolloutConfig
-from muarl.rollout.runner import run_many
+from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
 from muarl.rollout.world import build_world
 
 
-def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
+def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict, planned: set[tuple[str, int]]) -> dict:
     """The run.json of a resumed run: refused (usage error) when a setting differs from the interrupted run's,
-    since its episodes and the new ones would then be of two configurations in one file; otherwise it keeps
-    when the run started and adds when it was resumed."""
+    since its episodes and the new ones would then be of two configurations in one file, or when the file holds
+    episodes of (task, trial) pairs outside ``planned`` (a smaller --limit or --trials), since run.json would then
+    describe less than the file; otherwise it keeps when the run started and adds when it was resumed."""
     previous = read_run_info(out)
     if previous is None:
         raise click.UsageError(f"cannot resume {out}: it holds episodes but no {RUN_FILE}, so their settings are unknown; choose another --out")
@@ -31,6 +32,13 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
     if conflicts:
         raise click.UsageError(f"cannot resume {out} with settings other than its run's ({'; '.join(conflicts)}): "
                                "use the same ones, or choose another --out")
+    held = {ep.key for ep in read_episodes(out / EPISODES_FILE, outcomes_only=True)[0]}
+    beyond = sorted(held - planned)
+    if beyond:
+        task, trial = beyond[0]
+        raise click.UsageError(f"cannot resume {out} with fewer tasks or trials than it holds: {len(beyond)} of its episodes "
+                               f"(e.g. task {task} trial {trial}) are outside this run's tasks and trials; a resume may "
+                               "extend a run, not shrink it: use --limit/--trials/--task that cover them, or another --out")
     return {**info, "started": previous.get("started"), "resumed": [*previous.get("resumed", []), info["started"]]}
 
 
@@ -48,6 +56,7 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict) -> dict:
 @click.option("--user-base-url", help="OpenAI-compatible endpoint of the user simulator.")
 @click.option("--user-strategy", type=click.Choice(["llm", "react", "verify", "reflection"]), help="LLM user strategy [llm].")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH agent [auto].")
+@click.option("--max-context", type=int, help="Tokens per episode of a local:PATH agent [the model's context length].")
 @click.option("--user-precision", type=click.Choice(["auto", "bf16", "fp32"]), help="Precision of a local:PATH user [auto].")
 @click.option("--tools", help="local | mcp:COMMAND | mcp:URL [local].")
 @click.option("--trials", type=int, help="Episodes per task [1].")
@@ -65,6 +74,7 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     try:
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
         world = build_world(cfg, cfg.concurrency)
+        cfg = world.config  # the domain's defaults filled in: what run.json records and a resume is checked against
         agent = make_agent(cfg.agent, base_url=cfg.agent_base_url, api_key_env=cfg.agent_api_key_env, timeout=cfg.timeout,
                            max_retries=cfg.max_retries, concurrency=cfg.concurrency, precision=cfg.precision,
                            max_context=cfg.max_context, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
@@ -78,7 +88,12 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     info = {"command": "rollout", "config": cfg.model_dump(), "muarl_version": muarl.__version__,
             "started": datetime.now(timezone.utc).isoformat(), "n_tasks": len(world.tasks),
             "agent": agent.name, "user": world.user.name, "tools": [t.to_openai() for t in world.domain.tools.specs()]}
-    write_run_info(out, _resumed_run_info(out, cfg, info) if holds_run else info)
+    if holds_run:
+        info = _resumed_run_info(out, cfg, info, {(t.id, trial) for t in world.tasks for trial in range(cfg.trials)})
+    write_run_info(out, info)
+    too_long = prompts_beyond_context(world.domain, world.tasks, agent)
+    if too_long:
+        click.echo(f"warning: {too_long}", err=True)
 
     async def go():  # noqa: ANN202
         try:
@@ -101,5 +116,5 @@ def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **f
     note_ungraded_nl(episodes)
     click.echo(f"episodes: {episodes_file}")
     if result.errored:
-        click.echo(f"warning: {result.errored} episode(s) errored (model or user server failures); `--resume` runs them again", err=True)
+        warn_errored(episodes)
         sys.exit(EXIT_ERRORED)

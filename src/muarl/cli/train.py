@@ -9,7 +9,9 @@ import os
 
 import click
 
+from muarl.models.hf_loading import ModelLoadError
 from muarl.rollout.config import ConfigError
+from muarl.rollout.runner import prompts_beyond_context
 from muarl.rollout.store import writable_dir
 
 
@@ -47,7 +49,10 @@ def train(config_path: str | None, out: str | None, steps: int | None, model_nam
         writable_dir(cfg.out)
         trainer = GRPOTrainer(cfg, progress=not quiet)
         trainer.start(resume=resume)
-    except (ConfigError, ValueError) as exc:
+        too_long = prompts_beyond_context(trainer.domain, trainer.tasks, trainer.policy(trainer.cfg.temperature))
+        if too_long:
+            click.echo(f"warning: {too_long}", err=True)
+    except (ConfigError, ValueError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     try:
         trainer.train()
@@ -79,7 +84,7 @@ def sft(config_path: str | None, data: str | None, out: str | None, model_name: 
         if model_name:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name})})
         path = run_sft(cfg, progress=not quiet, allow_test_split=allow_test_split)
-    except ConfigError as exc:
+    except (ConfigError, ModelLoadError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"model saved to {path}")
 

@@ -15,10 +15,12 @@ same base have the same hash exactly when their records are equal.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -295,11 +297,13 @@ class Tool:
         (JSON for structured results)."""
         if self.typed:
             self.validate(arguments)
-            result = self.fn(state, **arguments)
+            with int_digit_limit_kept():
+                result = self.fn(state, **arguments)
         else:
             self.check_names(arguments)
             try:
-                result = self.fn(state, **arguments)
+                with int_digit_limit_kept():
+                    result = self.fn(state, **arguments)
             except ToolError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the value did not suit the code: the refusal, as in τ-bench
@@ -332,6 +336,20 @@ def _type_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
             if problem:
                 return f"item {i}: {problem}"
     return None
+
+
+@contextlib.contextmanager
+def int_digit_limit_kept() -> Iterator[None]:
+    """Restore Python's limit on integer-string conversion after a tool's code runs, whatever it did to it. Library
+    code can lift the limit and, when it fails, leave it lifted (mpmath 1.4 parsing a number from a string, under a
+    BFCL ``logarithm`` call); later arguments with more than 4,300 digits would then be read and recorded, and the
+    episode file could not be read back by a process that has the limit."""
+    limit = sys.get_int_max_str_digits()
+    try:
+        yield
+    finally:
+        if sys.get_int_max_str_digits() != limit:
+            sys.set_int_max_str_digits(limit)
 
 
 def tool(kind: ToolKind = "generic", *, terminal: bool = False, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -426,6 +444,17 @@ class ToolRegistry:
 # ---------------------------------------------------------------- domain
 
 
+@dataclass(frozen=True)
+class EpisodeDefaults:
+    """How a domain's episodes run and are scored unless the user says otherwise: the benchmark's own settings, so
+    that ``muarl rollout --domain X`` scores X as X's authors do (τ²'s criteria on τ² worlds; BFCL's turn budget and
+    parallel calls), and every command that runs episodes starts from the same ones."""
+
+    reward: str = "outcome"  # a name of muarl.reward.REWARDS
+    max_turns: int = 30  # agent turns before an episode is cut
+    parallel_tool_calls: bool = False  # run every call of a turn, not only the first (MUA-RL: one per turn)
+
+
 class GoldReplayError(RuntimeError):
     """A task's gold actions do not run cleanly: the task is broken, not the agent."""
 
@@ -454,6 +483,7 @@ class Domain:
     user_tools: ToolRegistry = field(default_factory=ToolRegistry)
     description: str = ""
     greeting: str | None = None  # if set, the agent opens with it (τ-bench: "Hi! How can I help you today?")
+    defaults: EpisodeDefaults = EpisodeDefaults()
     # the policy demands the user's explicit "yes" to the stated details before every call of a write tool
     # (clinic; τ-bench's "obtain explicit user confirmation (yes)"): the confirmed-before-write check applies
     confirms_writes: bool = False

@@ -13,14 +13,14 @@ steps are tasks, and it counts as solved when all of them are, as ACEBench score
 is then the mean share of a conversation's steps solved (for agent entries, the reward's own process accuracy).
 ACEBench's overall score weights its groups' unweighted category means as its repository does: normal 0.578,
 special 0.2676, agent 0.1545; it is given only when every category of the three ran on all its tasks (a run with
-``--limit`` that cuts a category marks it ``incomplete``, and gives no overall score).
+``--limit`` that cuts a category marks its row ``partial: the first N of M tasks``, and gives no overall score).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +32,7 @@ from muarl.errors import InputError
 from muarl.evals.conduct import conduct
 from muarl.evals.paired import paired_bootstrap_ci
 from muarl.models.base import Agent
-from muarl.rollout.runner import run_many
+from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.rollout.world import WorldConfig, build_world
 from muarl.types import Episode, Task
@@ -46,9 +46,7 @@ class SuiteEntry:
     category: str
     domain: str
     split: str | None = None  # None: the domain's "test" split, else its last one
-    reward: str = "outcome"
-    max_turns: int | None = None  # None: the run's setting
-    parallel_tool_calls: bool = False
+    max_turns: int | None = None  # this many whatever the run's (one response; BFCL's budget); None: the run's, else the domain's
     unit: Literal["task", "conversation"] = "task"  # conversation: Task.metadata["conversation"] groups the tasks
     group: str | None = None  # the suite's score group (ACEBench: normal / special / agent)
     process: bool = False  # report process accuracy (a conversation's share of steps, or the reward's process_accuracy)
@@ -58,11 +56,11 @@ class SuiteEntry:
 def _acebench() -> list[SuiteEntry]:
     from muarl.domains.acebench import NORMAL_SPLITS, SPECIAL_SPLITS  # names only: no data is read
 
-    one = {"max_turns": 1, "parallel_tool_calls": True}  # scored by the domains' own verdict (ACEBench's checker)
+    one = {"max_turns": 1}  # one response, scored by the domains' own verdict (ACEBench's checker)
     rows = [SuiteEntry(f"normal_{s}", "acebench-normal", s, group="normal", **one,
                        **({"unit": "conversation", "process": True} if s.startswith("multi_turn") else {})) for s in NORMAL_SPLITS]
     rows += [SuiteEntry(f"special_{s}", "acebench-special", s, group="special", **one) for s in SPECIAL_SPLITS]
-    agent = {"parallel_tool_calls": True, "group": "agent", "process": True}
+    agent = {"group": "agent", "process": True}
     rows += [SuiteEntry("agent_multi_turn", "acebench-agent", "multi_turn", **agent),
              SuiteEntry("agent_multi_step", "acebench-agent", "multi_step", user="scripted", **agent)]
     return rows
@@ -70,11 +68,8 @@ def _acebench() -> list[SuiteEntry]:
 
 SUITES: dict[str, list[SuiteEntry]] = {
     "acebench": _acebench(),
-    "tau": [
-        SuiteEntry("tau-retail", "tau-retail"), SuiteEntry("tau-airline", "tau-airline"),
-        SuiteEntry("tau2-retail", "tau2-retail", reward="tau2"), SuiteEntry("tau2-airline", "tau2-airline", reward="tau2"),
-    ],
-    "bfcl": [SuiteEntry(name, name, max_turns=MAX_TURNS, parallel_tool_calls=True, user="scripted") for name in BFCL_SUITE],
+    "tau": [SuiteEntry(name, name) for name in ("tau-retail", "tau-airline", "tau2-retail", "tau2-airline", "tau2-telecom")],
+    "bfcl": [SuiteEntry(name, name, max_turns=MAX_TURNS, user="scripted") for name in BFCL_SUITE],  # as long as BFCL needs
 }
 
 # a suite's overall score: weights of its groups' unweighted category means (ACEBench's repository)
@@ -104,6 +99,7 @@ class CategoryResult:
     status: Literal["ran", "skipped"]
     reason: str = ""  # why it was skipped
     incomplete: str = ""  # set when the run covered only part of the category's tasks (--limit): then no overall score
+    warning: str = ""  # said before the category ran: its system turn does not fit the agent's context
     group: str | None = None
     unit: str = "task"
     n_tasks: int = 0
@@ -202,14 +198,18 @@ def score_category(result: CategoryResult, entry: SuiteEntry, tasks: Sequence[Ta
 async def run_suite(
     rows: Sequence[tuple[str, SuiteEntry]], agent: Agent, user: UserSimulator, out: Path, *,
     world: WorldConfig | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 8, seed: int = 0,
-    resume: bool = False, bootstrap: int = 1000, progress: bool = True,
+    resume: bool = False, bootstrap: int = 1000, progress: bool = True, warn: Callable[[str, str], None] | None = None,
 ) -> SuiteReport:
     """Run each category (skipping, with the reason, those whose domain or data is absent) and score it.
 
     ``world`` holds what every category shares (data directory, the user's settings, timeout, retries, turn
     limit) and ``user`` is the user built from it; each category's world is that section with the entry's
-    domain, split, reward and loop settings on top (and its own user, if it names one), built by
-    :func:`~muarl.rollout.world.build_world` as every command builds its world."""
+    domain and split on top (and its own user, if it names one), built by :func:`~muarl.rollout.world.build_world`
+    as every command builds its world. Each runs and is scored with its domain's defaults (τ²'s criteria, BFCL's
+    turn budget and parallel calls; see :class:`~muarl.domains.base.EpisodeDefaults`); ``world.max_turns``, if
+    set, replaces the turn budget of the categories that do not fix their own (one response; BFCL's).
+    ``warn(category, text)`` is told, before a category runs, when its tasks' system turn fills the agent's
+    context (:func:`~muarl.rollout.runner.prompts_beyond_context`)."""
     world = world or WorldConfig()
     report = SuiteReport(agent=agent.name, user=user.name)
     installed = set(DOMAINS) | set(plugin_domains())
@@ -222,8 +222,8 @@ async def run_suite(
         try:
             result.split = _split(entry, load_domain(entry.domain, world.data_dir))
             cfg = world.model_copy(update={
-                "domain": entry.domain, "split": result.split, "reward": entry.reward, "limit": limit,
-                "max_turns": entry.max_turns or world.max_turns, "parallel_tool_calls": entry.parallel_tool_calls,
+                "domain": entry.domain, "split": result.split, "limit": limit, "reward": None, "parallel_tool_calls": None,
+                "max_turns": entry.max_turns or world.max_turns,  # reward and parallel calls: the domain's
                 **({"user": entry.user} if entry.user else {}),
             })
             built = build_world(cfg, concurrency, user=None if entry.user else user)
@@ -233,6 +233,9 @@ async def run_suite(
         except (InputError, FileNotFoundError) as exc:
             result.reason = " ".join(str(exc).split())
             continue
+        result.warning = prompts_beyond_context(built.domain, built.tasks, agent) or ""
+        if result.warning and warn is not None:
+            warn(entry.category, result.warning)
         path = out / entry.category / EPISODES_FILE
         try:
             await run_many(built.domain, built.tasks, agent, built.user, trials=trials, concurrency=concurrency, out=path, resume=resume,
@@ -261,10 +264,11 @@ def report_tables(report: SuiteReport) -> dict[str, list[list[str]]]:
                                             "user faults", "errored", "note"]])
         ci = f"[{_pct(c.ci95[0])}, {_pct(c.ci95[1])}]" if c.ci95 else "–"
         unit = f"{c.n_units} conv." if c.unit == "conversation" else str(c.n_units)
+        note = f"skipped: {c.reason}" if c.reason else f"partial: {c.incomplete}" if c.incomplete else ""
         ran = c.status == "ran"
         rows.append([c.category, unit if ran else "–", _pct(c.accuracy), ci, _pct(c.process_accuracy),
                      _pct(c.checks.get("confirmed_before_write")), _pct(c.checks.get("grounded_actions")),
-                     str(c.user_faults) if ran else "–", str(c.n_errored) if ran else "–", f"skipped: {c.reason}" if c.reason else ""])
+                     str(c.user_faults) if ran else "–", str(c.n_errored) if ran else "–", note])
     for suite, rows in tables.items():
         for group, value in report.groups(suite).items():
             rows.append([f"{group} (mean)", "", _pct(value)] + [""] * 7)

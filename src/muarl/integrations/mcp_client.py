@@ -21,7 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import shlex
+import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -65,10 +68,41 @@ class MCPTarget:
         return "mcp:" + (self.url or shlex.join(self.command))
 
 
+class OncePerKind(logging.Handler):
+    """Shows the SDK's log records one line per kind (logger, message, exception type), the first time each
+    happens; later ones of a kind are counted in ``seen``, not shown. A command that is not an MCP server (``mcp:yes
+    hello``) makes the SDK log a traceback for every line it prints, megabytes a second, while the failure itself
+    reaches the user as errored episodes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: Counter[tuple[str, str, str]] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        kind = (record.name, str(record.msg), type(exc).__name__ if exc else "")
+        self.seen[kind] += 1
+        if self.seen[kind] == 1:
+            cause = " ".join(describe(exc).split())[:300] if exc else ""
+            sys.stderr.write(f"{record.name}: {record.getMessage()}{f' ({cause})' if cause else ''} [shown once]\n")
+
+
+SDK_LOGS = OncePerKind()
+
+
+def _show_sdk_logs_once() -> None:
+    """Route the MCP SDK's logs through :data:`SDK_LOGS` (once per process; the SDK's loggers are all under "mcp")."""
+    sdk = logging.getLogger("mcp")
+    if SDK_LOGS not in sdk.handlers:
+        sdk.addHandler(SDK_LOGS)
+        sdk.propagate = False
+
+
 @contextlib.asynccontextmanager
 async def connect(target: MCPTarget) -> AsyncIterator[tuple[ClientSession, mcp_types.InitializeResult]]:
     """An initialised MCP client session to ``target`` and the server's initialisation answer (name,
     instructions, capabilities); closed, and its subprocess ended, on exit."""
+    _show_sdk_logs_once()
     async with contextlib.AsyncExitStack() as stack:
         if target.url:
             read, write, _ = await stack.enter_async_context(streamable_http_client(target.url))

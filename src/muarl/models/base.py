@@ -26,6 +26,11 @@ class ContextFull(RuntimeError):
     """
 
 
+# The error code of an HTTP 400 that says the prompt outgrew the model's context: OpenAI's, which ``muarl serve``
+# gives too, so that muarl's client (models/openai_client.py) tells it from a request the server could not serve.
+CONTEXT_FULL_CODE = "context_length_exceeded"
+
+
 @dataclass
 class AgentTurn:
     """One policy turn: an assistant message (text for the user, or tool calls) and what it cost."""
@@ -53,6 +58,14 @@ class Agent(ABC):
     @abstractmethod
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> AgentSession:
         """A fresh session for one episode of ``task``, offered ``tools``."""
+
+    def context_size(self) -> int | None:
+        """Tokens one episode's conversation may hold, for agents that know it (token-level ones); else None."""
+        return None
+
+    def system_tokens(self, system: str, tools: list[ToolSpec]) -> int | None:
+        """Tokens of the opening system turn (the prompt with the tool schemas), for agents that tokenise; else None."""
+        return None
 
     async def aclose(self) -> None:
         """Release shared resources (HTTP clients, models)."""

@@ -125,6 +125,12 @@ class LocalPolicy(TokenFormat, Agent):
             causal_lm_parts(self.model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
         return cache
 
+    def context_size(self) -> int:
+        return self.sampling.max_context
+
+    def system_tokens(self, system: str, tools: list[ToolSpec]) -> int:
+        return len(self.encode(self.chat_format.system_text(system, tools)))
+
     def new_session(self, task: Task, tools: list[ToolSpec], seed: int) -> LocalSession:
         return LocalSession(self, tools, seed)
 

@@ -24,13 +24,22 @@ from typing import Any
 
 import httpx
 
-from muarl.models.base import Agent, AgentSession, AgentTurn, ContextFull, ModelError
+from muarl.models.base import CONTEXT_FULL_CODE, Agent, AgentSession, AgentTurn, ContextFull, ModelError
 from muarl.retries import back_off
 from muarl.types import Message, Task, ToolSpec, Usage, valid_unicode
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # How vLLM, SGLang, llama.cpp's server and OpenAI say a request's prompt outgrew the model's context (HTTP 400).
 _CONTEXT_FULL = re.compile(r"context[_ ]length|maximum context|context window|exceeds? the (?:model'?s? )?context|prompt is too long", re.I)
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    """The ``error.code`` of an OpenAI-style JSON error body (``muarl serve`` and OpenAI set it), else None."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("code") if isinstance(error, dict) else None
 
 
 class ChatClient:
@@ -95,7 +104,7 @@ class ChatClient:
                     problem = str(exc)
                     continue
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
-            if response.status_code == 400 and _CONTEXT_FULL.search(response.text):
+            if response.status_code == 400 and (_error_code(response) == CONTEXT_FULL_CODE or _CONTEXT_FULL.search(response.text)):
                 raise ContextFull(f"{url}: {problem}")
             if response.status_code not in _RETRYABLE_STATUS:
                 break

@@ -12,9 +12,10 @@ level: the rendered conversation and generation prompt) and ``choices[0].token_i
 the end-of-turn token included when the turn ended by itself). The names are vLLM's.
 
 Not supported (a 400 says so): streaming, ``n`` other than 1. ``model`` and ``tool_choice`` are accepted
-and ignored: one model is served. Every error is a JSON ``{"error": {"message", "type"}}``, never a
+and ignored: one model is served. Every error is a JSON ``{"error": {"message", "type", "code"}}``, never a
 traceback: 400 for a request that cannot be served (bad fields, a role the chat format cannot render, a
-conversation longer than the context), 500 for a failure of the server itself.
+conversation longer than the context: code ``context_length_exceeded``, as OpenAI says it), 500 for a failure of
+the server itself.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from muarl.models.base import ContextFull
+from muarl.models.base import CONTEXT_FULL_CODE, ContextFull
 from muarl.models.local_chat import LocalChatClient
 from muarl.types import Message, ToolSpec
 
@@ -41,8 +42,8 @@ class BadRequest(ValueError):
     """A request the server cannot serve; answered with 400 and this message."""
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status_code=status)
 
 
 def _number(body: dict[str, Any], key: str, kind: type) -> Any:
@@ -93,7 +94,9 @@ def create_app(client: LocalChatClient) -> Starlette:
         try:
             messages, tools, sampling, with_ids = parse_request(body)
             done = await client.generate(messages, tools, **sampling)
-        except (BadRequest, ContextFull, ValueError) as exc:  # ValueError: sampling out of range, unrenderable role
+        except ContextFull as exc:  # in OpenAI's words and code, which muarl's client (and others) read as the policy's doing
+            return _error(400, f"the conversation exceeds the model's maximum context length: {exc}", code=CONTEXT_FULL_CODE)
+        except (BadRequest, ValueError) as exc:  # ValueError: sampling out of range, unrenderable role
             return _error(400, str(exc))
         except Exception as exc:  # noqa: BLE001 - the client gets a JSON error, never a traceback
             return _error(500, f"{type(exc).__name__}: {exc}", "server_error")

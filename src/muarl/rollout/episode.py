@@ -148,8 +148,9 @@ async def run_episode(
                 user_turns.append((len(messages), acted))
                 return "max_turns"
             rounds += 1
-            acted.append(Message(role="user", content=reply.text or None, tool_calls=reply.tool_calls))
-            for call in reply.tool_calls:
+            asked = Message(role="user", content=reply.text or None, tool_calls=reply.tool_calls).writable()
+            acted.append(asked)
+            for call in asked.tool_calls or []:
                 ex = await execute_call(domain.user_tools, backend, call, timing.turn if timing else 0, requestor="user")
                 executions.append(ex)
                 acted.append(Message(role="tool", content=ex.output, tool_call_id=call.id, name=call.name))
@@ -188,7 +189,7 @@ async def run_episode(
                 break
             usage.add(result.usage)
             turns += 1
-            msg = result.message
+            msg = result.message.writable()  # an in-process agent's text is not cleaned by any HTTP client
             messages.append(msg)
             if msg.tool_calls:
                 t0 = time.perf_counter()

@@ -30,6 +30,30 @@ from muarl.types import Episode, Task
 from muarl.users.base import UserSimulator
 
 
+def prompts_beyond_context(domain: Domain, tasks: Sequence[Task], agent: Agent) -> str | None:
+    """What to tell the user before a run when some tasks open with a system turn (the domain's prompt and the tool
+    schemas) that fills the agent's whole context: every episode of those ends ``context_full`` at turn 0, which the
+    run's summary alone would not explain. None when all fit, or when the agent does not know its context."""
+    context = agent.context_size()
+    if context is None:
+        return None
+    sizes: dict[tuple[str, tuple[str, ...]], int | None] = {}
+    over = []
+    for task in tasks:
+        system, tools = domain.system_prompt(task), domain.task_tools(task).specs()
+        key = (system, tuple(t.name for t in tools))
+        if key not in sizes:
+            sizes[key] = agent.system_tokens(system, tools)
+        if sizes[key] is not None and sizes[key] >= context:
+            over.append(sizes[key])
+    if not over:
+        return None
+    span = f"{min(over)}" if min(over) == max(over) else f"{min(over)} to {max(over)}"
+    return (f"the system prompt and tool schemas take {span} tokens, and the agent's context holds {context}: "
+            f"{len(over)} of {len(tasks)} task(s) cannot start, their episodes will end context_full at turn 0 "
+            "(give the agent a larger max_context, up to its model's, or a model with a longer context)")
+
+
 @dataclass
 class RunResult:
     episodes: list[Episode] = field(default_factory=list)  # the ones run now, if kept (not those kept from before)

@@ -50,12 +50,22 @@ class WorldConfig(YamlConfig):
     user_max_tokens: int | None = Field(None, ge=1, description="user model completion tokens per reply")
     user_precision: Precision = Field("auto", description="local:PATH user: bf16 autocast or fp32 (auto: bf16 where the hardware has it)")
     tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
-    reward: str = Field("outcome", description="reward function (outcome | turn_penalised | tau2)")
-    max_turns: int = Field(30, ge=1, description="agent turns before an episode is cut")
+    reward: str | None = Field(None, description="reward function (outcome | turn_penalised | tau2); unset: the domain's (tau2 on τ² domains, else outcome)")
+    max_turns: int | None = Field(None, ge=1, description="agent turns before an episode is cut; unset: the domain's (BFCL 60, ACEBench's one-response categories 1, else 30)")
     token_budget: int | None = Field(None, ge=1, description="cut an episode when a turn's prompt+completion tokens exceed it")
-    parallel_tool_calls: bool = Field(False, description="run every tool call of a turn, not just the first")
+    parallel_tool_calls: bool | None = Field(None, description="run every tool call of a turn, not just the first; unset: the domain's (BFCL and ACEBench: yes)")
     timeout: float = Field(60.0, gt=0, description="seconds per model request (agent and user servers) and per MCP tool-server request")
     max_retries: int = Field(3, ge=0, description="retries per model request (and per MCP session opening) before the episode is recorded as errored")
+
+    def for_domain(self, domain: Domain) -> Self:
+        """This section with the settings left unset filled in from the domain's :class:`EpisodeDefaults` (the
+        benchmark's own), as a run records and resumes it."""
+        defaults = domain.defaults
+        return self.model_copy(update={
+            "reward": self.reward or defaults.reward,
+            "max_turns": self.max_turns or defaults.max_turns,
+            "parallel_tool_calls": defaults.parallel_tool_calls if self.parallel_tool_calls is None else self.parallel_tool_calls,
+        })
 
     def resume_conflicts(self, previous: dict[str, Any]) -> list[str]:
         """The settings that differ from ``previous`` (the recorded config of the run being resumed) and may not,
@@ -74,6 +84,9 @@ class WorldConfig(YamlConfig):
         return self.model_copy(update={"user_precision": resolve_precision(self.user_precision)})
 
     def loop_config(self) -> LoopConfig:
+        """The episode limits; call on a section resolved by :meth:`for_domain`."""
+        if self.max_turns is None or self.parallel_tool_calls is None:
+            raise ValueError("the world section's domain defaults are not filled in: resolve it with for_domain(domain)")
         return LoopConfig(max_turns=self.max_turns, token_budget=self.token_budget, parallel_tool_calls=self.parallel_tool_calls)
 
 
@@ -126,8 +139,10 @@ def make_world_user(cfg: WorldConfig, concurrency: int = 8) -> UserSimulator:
 
 @dataclass
 class World:
-    """The live objects of a :class:`WorldConfig`: what ``rollout.runner.run_many`` needs besides the agent."""
+    """The live objects of a :class:`WorldConfig`: what ``rollout.runner.run_many`` needs besides the agent, and the
+    section they were built from with the domain's defaults filled in (what a run records)."""
 
+    config: WorldConfig
     domain: Domain
     tasks: list[Task]
     user: UserSimulator
@@ -140,15 +155,17 @@ class World:
 
 
 def build_world(cfg: WorldConfig, concurrency: int = 8, user: UserSimulator | None = None) -> World:
-    """Load the domain, select its tasks and build the user, tool backend and reward the section names.
+    """Load the domain, fill in its defaults for what the section leaves unset, select its tasks and build the user,
+    tool backend and reward the section names. ``world.config`` is the section resolved, of ``cfg``'s own type.
 
     ``user``: one already built from this section's user settings, for a caller that runs several worlds with
     one user (``muarl eval-suite``: a local user model is loaded once, not once per category); its owner closes it."""
     try:
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
+        cfg = cfg.for_domain(domain)
         reward_fn = make_reward(cfg.reward)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
-    return World(domain, tasks, user or make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
+    return World(cfg, domain, tasks, user or make_world_user(cfg, concurrency), make_backend_factory(cfg.tools, cfg.timeout, cfg.max_retries),
                  reward_fn, cfg.loop_config())

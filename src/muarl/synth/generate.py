@@ -176,7 +176,9 @@ async def _scenario_world(cfg: SynthConfig, scenario: Scenario, tools: str) -> S
         tasks = select_tasks(cfg, domain)
     except ConfigError as exc:
         raise SynthError(str(exc)) from None
-    return SynthWorld(domain, tasks, make_world_user(cfg, cfg.concurrency), factory, unscored_reward, cfg.loop_config(), clients=clients)
+    resolved = cfg.for_domain(domain)  # a scenario's domain has the default turn budget and parallel calls
+    return SynthWorld(resolved, domain, tasks, make_world_user(resolved, cfg.concurrency), factory, unscored_reward, resolved.loop_config(),
+                      clients=clients)
 
 
 def _parquet_wanted(cfg: SynthConfig) -> bool:
@@ -250,7 +252,8 @@ async def synthesize(cfg: SynthConfig, progress: bool = True) -> dict[str, Any]:
         judge_client = _chat_client(cfg.judge_base_url, cfg.judge_model, cfg.judge_api_key_env, cfg, "judge")
         world.clients.append(judge_client)
         judge = LLMJudge(judge_client)
-    write_run_info(out, {"command": "synth", "config": cfg.model_dump(), "n_tasks": len(world.tasks)})
+    # the config as run: the domain's reward, turn budget and parallel calls where it sets none
+    write_run_info(out, {"command": "synth", "config": world.config.model_dump(), "n_tasks": len(world.tasks)})
     try:
         await run_many(world.domain, world.tasks, agent, world.user, trials=cfg.trials, concurrency=cfg.concurrency,
                        out=out / EPISODES_FILE, resume=cfg.resume, seed=cfg.seed, config=world.loop,

@@ -40,8 +40,8 @@ class ModelConfig(YamlConfig):
 class GRPOConfig(WorldConfig):
     """MUA-RL GRPO: groups of episodes per task against the simulated user, then a clipped policy update.
 
-    The world fields (domain, tasks, user, tools, reward, limits) are the ones ``muarl rollout`` reads; only
-    their training defaults differ (the train split, 8 agent turns)."""
+    The world fields (domain, tasks, user, tools, reward, limits) are the ones ``muarl rollout`` reads, with the
+    same defaults (the domain's reward, turn budget and parallel calls) except the split (train)."""
 
     # besides the world's (endpoints, timeout, retries): how many steps the run takes
     RESUMABLE: ClassVar[frozenset[str]] = WorldConfig.RESUMABLE | {"steps", "out"}
@@ -54,7 +54,6 @@ class GRPOConfig(WorldConfig):
     allow_test_split: bool = Field(False, description="permit training on a split named test (never for reported results)")
     val_holdout: int = Field(0, ge=0, description="tasks of the training split held out (never trained on) for validation")
     val_every: int = Field(0, ge=0, description="greedy validation every N steps (0: never)")
-    max_turns: int = Field(8, ge=1, description="agent turns per episode")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -104,7 +103,12 @@ class GRPOConfig(WorldConfig):
 
     @property
     def effective_seq_norm(self) -> float:
-        return self.seq_norm or float(self.max_new_tokens * self.max_turns)
+        """The seq-sum divisor; of a config resolved for its domain (``WorldConfig.for_domain``), whose max_turns is set."""
+        if self.seq_norm:
+            return self.seq_norm
+        if self.max_turns is None:
+            raise ValueError("seq_norm defaults to max_new_tokens * max_turns: resolve the config for its domain first")
+        return float(self.max_new_tokens * self.max_turns)
 
 
 class SFTConfig(YamlConfig):

@@ -46,6 +46,16 @@ log = logging.getLogger(__name__)
 Example = tuple[list[int], list[int]]  # (token ids, loss mask) of one conversation or one packed row
 
 
+def _objects(row: Any, key: str) -> list[dict[str, Any]]:
+    """``row[key]``, checked to be a list of JSON objects (``tools`` may be absent); TypeError naming what it is if not."""
+    if not isinstance(row, dict):
+        raise TypeError(f"the line is a JSON {type(row).__name__}, not an object")
+    value = (row.get(key) or []) if key == "tools" else row.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TypeError(f"{key!r} must be a list of objects, got {json.dumps(value)[:80]}")
+    return value
+
+
 def read_conversations(path: str | Path, allow_test_split: bool = False) -> list[tuple[list[Message], list[ToolSpec]]]:
     """Conversations from chat JSONL; a bad line fails with its line number, and so does one whose ``task_split``
     (recorded by ``muarl synth``) is test, unless ``allow_test_split``."""
@@ -59,10 +69,10 @@ def read_conversations(path: str | Path, allow_test_split: bool = False) -> list
             continue
         try:
             row = json.loads(line)
-            messages = [Message.from_openai(m) for m in row["messages"]]
-            tools = [ToolSpec.from_openai(t) for t in row.get("tools") or []]
+            messages = [Message.from_openai(m) for m in _objects(row, "messages")]
+            tools = [ToolSpec.from_openai(t) for t in _objects(row, "tools")]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{path}:{n}: not a {{messages, tools}} chat record ({type(exc).__name__}: {exc})") from None
+            raise ConfigError(f"{path}:{n}: not a {{messages, tools}} chat record ({type(exc).__name__}: {exc})"[:500]) from None
         if row.get("task_split") == "test" and not allow_test_split:
             raise ConfigError(f"{path}:{n}: a dialogue of task split 'test': training on it would leak the evaluation set "
                               "(synthesise from split train, or pass --allow-test-split for a throwaway experiment)")
@@ -186,8 +196,8 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     cfg = cfg.model_copy(update={"model": cfg.model.resolved()})  # record the precision this machine runs
     out = Path(cfg.out)
     writable_dir(out)
+    model, tokenizer = load_trainable(cfg.model, seed=cfg.seed)  # a model that is not there fails before out is written
     atomic_write_text(out / "config.yaml", cfg.dump_yaml())
-    model, tokenizer = load_trainable(cfg.model, seed=cfg.seed)
     fmt = get_chat_format(cfg.model.chat_format)
 
     def encode(text: str) -> list[int]:

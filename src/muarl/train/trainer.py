@@ -117,6 +117,7 @@ class GRPOTrainer:
         self.run_dir = Path(cfg.out)
         self.progress = progress
         self.world = build_world(cfg, concurrency=cfg.tasks_per_step * cfg.group_size)
+        self.cfg = cfg = self.world.config  # the domain's turn budget, parallel calls and reward where the config sets none
         self.domain = self.world.domain
         tasks = self.world.tasks
         if cfg.val_holdout >= len(tasks):

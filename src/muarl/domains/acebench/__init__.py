@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muarl.domains.base import BaseData, Domain, State, Tool, ToolRegistry
+from muarl.domains.base import BaseData, Domain, EpisodeDefaults, State, Tool, ToolRegistry
 from muarl.data.store import find_root, pull_hint
 from muarl.errors import InputError
 from muarl.domains.acebench.checker import acebench_reward
@@ -186,6 +186,7 @@ def _load(group: str, splits: tuple[str, ...], policy: str, data_dir: str | os.P
         name=f"acebench-{group}", base=BaseData({}), tools=ToolRegistry(), policy=policy,
         task_loader=lambda split: _tasks(data, group, split), splits=splits, data=data, group=group,
         description=f"ACEBench {group} categories (one response per entry, scored by ACEBench's rules)",
+        defaults=EpisodeDefaults(max_turns=1, parallel_tool_calls=True),  # one response, all of whose calls are scored
     )
 
 

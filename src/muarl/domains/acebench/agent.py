@@ -27,7 +27,7 @@ from typing import Any
 
 from muarl.domains.acebench import AceBenchDataError, _read_lines, acebench_dir
 from muarl.domains.acebench import phone, travel
-from muarl.domains.base import BaseData, Domain, State, ToolRegistry
+from muarl.domains.base import BaseData, Domain, EpisodeDefaults, State, ToolRegistry
 from muarl.domains.acebench.checker import AnswerSyntaxError, acebench_reward, parse_answer
 from muarl.types import NOT_EXECUTED_OUTPUT, Absent, Action, Message, RewardInfo, Task, ToolCall, UserScenario
 
@@ -165,4 +165,5 @@ def acebench_agent(data_dir: str | os.PathLike[str] | None = None, **options: An
         name="acebench-agent", base=BaseData({**phone.tables(), **travel.tables()}), tools=ToolRegistry([*phone.tools(), *travel.tools()]),
         policy=POLICY, task_loader=lambda split: _tasks(data, split), splits=SPLITS,
         description="ACEBench agent category, phone and travel scenarios (end-to-end and process accuracy)",
+        defaults=EpisodeDefaults(parallel_tool_calls=True),  # ACEBench runs every call of a model turn
     )

@@ -14,15 +14,15 @@ tasks, tool schemas and the scripted user are built in :mod:`~muarl.domains.bfcl
 BFCL's state and response checks (:mod:`~muarl.domains.bfcl.checker`).
 
 :data:`BFCL_SUITE` lists the domains by category for ``muarl eval-suite``; BFCL's turns can take many calls,
-so run them with ``parallel_tool_calls`` (as BFCL lets models do) and the :data:`MAX_TURNS` agent turns the
-longest ground truth needs.
+so every command runs them with ``parallel_tool_calls`` (as BFCL lets models do) and the :data:`MAX_TURNS` agent
+turns the longest ground truth needs (the domains' :class:`~muarl.domains.base.EpisodeDefaults`), unless told otherwise.
 """
 
 from __future__ import annotations
 
 import os
 
-from muarl.domains.bfcl.domain import BfclDomain, load_category
+from muarl.domains.bfcl.domain import MAX_TURNS, BfclDomain, load_category
 
 DataDir = str | os.PathLike[str] | None
 
@@ -33,7 +33,7 @@ BFCL_SUITE: dict[str, str] = {  # domain name -> BFCL category, in the leaderboa
     "bfcl-mt-long-context": "long_context",
 }
 
-MAX_TURNS = 60  # agent turns: the longest entry's possible answer, one call per message, plus a reply per user turn, is 37
+__all__ = ["BFCL_SUITE", "MAX_TURNS", "mt_base", "mt_long_context", "mt_miss_func", "mt_miss_param"]
 
 
 def mt_base(data_dir: DataDir = None) -> BfclDomain:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from muarl.domains.base import BaseData, Domain, Tool, ToolError, ToolRegistry
+from muarl.domains.base import BaseData, Domain, EpisodeDefaults, Tool, ToolError, ToolRegistry
 from muarl.domains.bfcl import upstream
 from muarl.domains.bfcl.calls import parse_call
 from muarl.domains.bfcl.checker import judge
@@ -33,6 +33,8 @@ POLICY = """You help a user by calling the functions you are given; the user spe
 In each turn, keep calling functions (one or more per message) until the user's request is done, then reply in
 plain text: that ends your turn. If no function can do what the user asks, or the request lacks a value a
 function needs, say so in your reply instead of guessing."""
+
+MAX_TURNS = 60  # agent turns: the longest entry's possible answer, one call per message, plus a reply per user turn, is 37
 
 HELD_OUT_MESSAGE = "You can now also use these functions:\n{functions}\nPlease go on with my request."
 
@@ -164,4 +166,5 @@ def load_category(category: str, domain_name: str) -> BfclDomain:
 
     return BfclDomain(name=domain_name, base=BaseData({}), tools=tools, policy=POLICY, task_loader=tasks, splits=("test",),
                       description=f"BFCL v3 multi-turn, {category} ({len(entries)} entries, bfcl-eval {upstream.PINNED_VERSION})",
-                      category=category, entries=entries, class_of=class_of)
+                      category=category, entries=entries, class_of=class_of,
+                      defaults=EpisodeDefaults(max_turns=MAX_TURNS, parallel_tool_calls=True))

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from muarl.domains.base import ToolError, canonical_json, clone
+from muarl.domains.base import ToolError, canonical_json, clone, int_digit_limit_kept
 from muarl.domains.bfcl.upstream import STATELESS, backend_class
 
 ERROR_PREFIX = "Error during execution: "  # how BFCL records a call that raised, in its results and checks
@@ -71,7 +71,8 @@ class BfclState:
             raise ToolError(f"no function {name!r} in this entry's classes {sorted(self.instances)}")
         if _has_huge_integer(kwargs):
             raise ToolError(f"an integer argument of {name} is beyond ±2**53, the range JSON numbers hold exactly")
-        return render(method(**clone(dict(kwargs))))
+        with int_digit_limit_kept():  # mpmath 1.4 leaves it lifted when it fails to parse a number (logarithm)
+            return render(method(**clone(dict(kwargs))))
 
     def result(self, name: str, kwargs: Mapping[str, Any]) -> str:
         """The call's result as BFCL's checker records it: a failure becomes its error text."""

@@ -23,6 +23,7 @@ from muarl.domains.base import (
     ArgumentError,
     BaseData,
     Domain,
+    EpisodeDefaults,
     GoldReplayError,
     State,
     ToolError,
@@ -30,12 +31,12 @@ from muarl.domains.base import (
 )
 from muarl.domains.tau import airline_tools, retail_tools, tau2_tools
 from muarl.domains.tau.loader import (
-    TAU2_SPLITS,
     V1_SPLITS,
     V1Source,
     check_table,
     read_json,
     tau2_dir,
+    tau2_task_sets,
     tau2_tasks,
 )
 from muarl.types import Action, CheckVerdict, Episode, Task
@@ -43,6 +44,11 @@ from muarl.types import Action, CheckVerdict, Episode, Task
 GREETING = "Hi! How can I help you today?"
 
 DataDir = str | os.PathLike[str] | None
+
+# τ² scores an episode with its own criteria (DB, COMMUNICATE, ACTION, ENV, NL assertions; see
+# muarl.domains.tau.tau2_criteria), which the exact final-state equality of the outcome reward does not match: a harmless
+# extra read or refused call fails it, a missing transfer_to_human_agents passes it
+TAU2_DEFAULTS = EpisodeDefaults(reward="tau2")
 
 
 class TauDomain(Domain):
@@ -124,14 +130,21 @@ def tau_airline(data_dir: DataDir = None, **options: Any) -> Domain:
     return _v1_domain("tau-airline", "airline", airline_tools.TOOLS, data_dir)
 
 
+def tau2_description(title: str, domain: str, data_dir: DataDir) -> str:
+    """What ``muarl tasks list`` says of a τ² world: where its data is, and which of τ²'s task sets it lacks."""
+    absent = tau2_task_sets(domain, data_dir)[1]
+    lacks = f"; τ² task sets not in it: {', '.join(f'{s} (tasks_{s}.json)' for s in absent)}" if absent else ""
+    return f"{title} (data: {tau2_dir(domain, data_dir)}{lacks})"
+
+
 def _tau2_domain(name: str, domain: str, tables: dict[str, Any], tools: list[Callable[..., Any]], data_dir: DataDir) -> Domain:
     folder = tau2_dir(domain, data_dir)
     return TauDomain(
         name=name, base=BaseData(tables), tools=ToolRegistry.from_functions(tools),
         policy=(folder / "policy.md").read_text(encoding="utf-8"),
-        task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=TAU2_SPLITS, greeting=GREETING,
-        confirms_writes=True,
-        description=f"τ²-bench {domain} (data: {folder})",
+        task_loader=lambda split: tau2_tasks(domain, name, split, data_dir), splits=tau2_task_sets(domain, data_dir)[0],
+        greeting=GREETING, confirms_writes=True, description=tau2_description(f"τ²-bench {domain}", domain, data_dir),
+        defaults=TAU2_DEFAULTS,
     )
 
 

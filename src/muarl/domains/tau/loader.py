@@ -9,7 +9,10 @@ Two layouts of τ-bench (v1) are understood, so that a user can point muarl at w
   literals read, never executed, so pointing muarl at a checkout runs none of its code.
 
 τ²-bench data lives in ``<data>/tau2-bench/<domain>/``: ``tasks.json``, ``split_tasks.json``, ``policy.md``,
-and for retail its own ``db.json``; τ²'s airline database is τ-bench's airline tables.
+and for retail its own ``db.json``; τ²'s airline database is τ-bench's airline tables. ``split_tasks.json`` names
+the tasks of each split: ``train`` and ``test`` are tasks of ``tasks.json``; τ²'s other task sets come in files
+of their own (telecom's ``small`` in ``tasks_small.json``, ``full`` in ``tasks_full.json``) and are splits where
+that file is present (:func:`tau2_splits`).
 
 Where no directory is given, the data is looked for in ``$MUARL_DATA``, then in the user's cache, where
 ``muarl data pull tau-bench`` / ``tau2-bench`` puts it (:mod:`muarl.data.store`).
@@ -31,7 +34,7 @@ from muarl.types import Action, Task, UserScenario
 
 V1_TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
 V1_SPLITS = {"retail": ("train", "dev", "test"), "airline": ("test",)}
-TAU2_SPLITS = ("train", "test")
+TAU2_SPLITS = ("train", "test")  # τ²'s own splits of tasks.json; its other task sets are offered where present (tau2_splits)
 
 
 class TauDataError(InputError, FileNotFoundError):
@@ -251,16 +254,30 @@ def tau2_task(domain_name: str, split: str, raw: dict[str, Any]) -> Task:
     )
 
 
-def tau2_tasks(domain: str, domain_name: str, split: str, data_dir: str | os.PathLike[str] | None = None) -> list[Task]:
-    if split not in TAU2_SPLITS:
-        raise ValueError(f"τ²-bench {domain} has no split {split!r}; it has {list(TAU2_SPLITS)}")
+def tau2_task_sets(domain: str, data_dir: str | os.PathLike[str] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(splits the data holds, task sets ``split_tasks.json`` names whose file is absent): ``train`` and ``test``,
+    then each other set named there whose ``tasks_<set>.json`` is present (telecom's ``small``, ``full``)."""
     folder = tau2_dir(domain, data_dir)
-    tasks = convert_tasks(read_json(folder / "tasks.json"), folder / "tasks.json", lambda i, raw: tau2_task(domain_name, split, raw))
+    named = [s for s in read_json(folder / "split_tasks.json", dict) if s not in TAU2_SPLITS and s != "base"]  # base: train + test
+    held = [s for s in named if (folder / f"tasks_{s}.json").is_file()]
+    return (*TAU2_SPLITS, *held), tuple(s for s in named if s not in held)
+
+
+def tau2_tasks(domain: str, domain_name: str, split: str, data_dir: str | os.PathLike[str] | None = None) -> list[Task]:
+    """The split's tasks in ``split_tasks.json``'s order, from ``tasks_<split>.json`` if the data has that file (τ²'s
+    own task sets), else from ``tasks.json``."""
+    folder = tau2_dir(domain, data_dir)
+    splits, absent = tau2_task_sets(domain, data_dir)
+    if split not in splits:
+        hint = f" ({folder / f'tasks_{split}.json'} is not in the data)" if split in absent else ""
+        raise ValueError(f"τ²-bench {domain} has no split {split!r}{hint}; it has {list(splits)}")
+    source = folder / (f"tasks_{split}.json" if split not in TAU2_SPLITS else "tasks.json")
+    tasks = convert_tasks(read_json(source), source, lambda i, raw: tau2_task(domain_name, split, raw))
     by_id = {t.id: t for t in tasks}
     ids = read_json(folder / "split_tasks.json", dict).get(split, [])
     if not isinstance(ids, list):
         raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} must be a list of task ids")
     missing = [str(i) for i in ids if str(i) not in by_id]
     if missing:
-        raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} names unknown task ids {missing[:5]}")
+        raise TauDataError(f"{folder / 'split_tasks.json'}: split {split!r} names task ids not in {source.name}: {missing[:5]}")
     return [by_id[str(i)] for i in ids]

@@ -11,7 +11,8 @@ Each task starts from the seed data broken its own way (its ``initialization_act
 scored by τ²'s criteria: ``ENV_ASSERTION`` (checks of the final phone and records, run on the state reached by
 replaying the trajectory's calls, both sides', from the task's initial state) and, for some, ``ACTION`` (each gold
 action, the user's included, was called). The agent's system prompt is τ²'s: the main policy and the tech-support
-manual. Splits are τ²'s ``train`` / ``test`` from ``split_tasks.json``.
+manual. Splits are τ²'s ``train`` / ``test`` from ``split_tasks.json``, and its ``small`` and ``full`` task sets where
+the data holds their files (:func:`~muarl.domains.tau.loader.tau2_task_sets`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from muarl.domains.base import BaseData, State, ToolError, ToolRegistry
-from muarl.domains.tau import GREETING, TauDomain
-from muarl.domains.tau.loader import TAU2_SPLITS, TauDataError, check_table, tau2_dir, tau2_tasks
+from muarl.domains.tau import GREETING, TAU2_DEFAULTS, TauDomain, tau2_description
+from muarl.domains.tau.loader import TauDataError, check_table, tau2_dir, tau2_task_sets, tau2_tasks
 from muarl.domains.tau.telecom import scenario
 from muarl.domains.tau.telecom.agent_tools import AGENT_TOOLS
 from muarl.domains.tau.telecom.phone import (
@@ -128,7 +129,8 @@ def _criteria(task: Task) -> dict[str, Any]:
 
 
 def tau2_telecom(data_dir: str | os.PathLike[str] | None = None, **options: Any) -> TauDomain:
-    """τ²-bench telecom: 13 agent tools, 30 user tools, tasks train (74) / test (40)."""
+    """τ²-bench telecom: 13 agent tools, 30 user tools, tasks train (74) / test (40), and τ²'s small (20) and full
+    (2,285) task sets where the data holds them (``tasks_small.json``, ``tasks_full.json``)."""
     if options:
         raise TypeError(f"domain 'tau2-telecom' takes no options, got {sorted(options)}")
     folder = tau2_dir("telecom", data_dir)
@@ -142,6 +144,7 @@ def tau2_telecom(data_dir: str | os.PathLike[str] | None = None, **options: Any)
 
     return TelecomDomain(
         name="tau2-telecom", base=BaseData(load_tables(folder)), tools=ToolRegistry.from_functions(AGENT_TOOLS),
-        user_tools=ToolRegistry.from_functions(USER_TOOLS), policy=policy, task_loader=load_tasks, splits=TAU2_SPLITS,
-        greeting=GREETING, description=f"τ²-bench telecom, dual control (data: {folder})",
+        user_tools=ToolRegistry.from_functions(USER_TOOLS), policy=policy, task_loader=load_tasks,
+        splits=tau2_task_sets("telecom", data_dir)[0], greeting=GREETING, defaults=TAU2_DEFAULTS,
+        description=tau2_description("τ²-bench telecom, dual control", "telecom", data_dir),
     )
