@@ -20,7 +20,9 @@ agents rarely repeat a reservation id the user gave at the start); a value writt
 
 from __future__ import annotations
 
-from muarl.checks.conversation import affirms, agent_calls, asks_confirmation, evidence, leaf_values, normalise, said_by_user, said_to_user, texts
+from bisect import bisect_left
+
+from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -30,40 +32,44 @@ NAME = "confirmed_before_write"
 def confirmed_before_write(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not domain.confirms_writes:
         return CheckVerdict(check=NAME, status="not_applicable", detail="the domain's policy asks for no confirmation")
-    tools = domain.task_tools(task)
+    write_tools = domain.task_tools(task).names_of_kind("write")
     messages = episode.messages
-    writes = [c for c in agent_calls(messages) if c.ok and (t := tools.get(c.name)) is not None and t.kind == "write"]
+    view = EpisodeView.of(messages)
+    writes = [c for c in view.calls if c.ok and c.name in write_tools]
     if not writes:
         return CheckVerdict(check=NAME, status="not_applicable", detail="no write call ran")
     for call in writes:
-        problem, at = _unconfirmed(messages, call.index, call.arguments or {})
+        problem, at = _unconfirmed(view, call.index, call.arguments or {})
         if problem:
             return CheckVerdict(check=NAME, status="fail", detail=f"{call.name}: {problem}",
                                 evidence=[evidence(messages, i) for i in (*at, call.index)])
     return CheckVerdict(check=NAME, status="pass", detail=f"{len(writes)} write(s), each confirmed")
 
 
-def _unconfirmed(messages, write_index: int, arguments: dict) -> tuple[str | None, tuple[int, ...]]:
+def _unconfirmed(view: EpisodeView, write_index: int, arguments: dict) -> tuple[str | None, tuple[int, ...]]:
     """Why the write at ``write_index`` was not confirmed (None if it was), and the messages that show it."""
-    heard = [i for i in said_by_user(messages) if i < write_index]
+    messages = view.messages
+    heard = view.heard[:bisect_left(view.heard, write_index)]
     if not heard:
         return "no user message before the write", ()
     reply = heard[-1]
-    if not affirms(messages[reply].content):
+    if not affirms(view.text(reply)):
         return "the user's last message before the write does not affirm it", (reply,)
-    told = [i for i in said_to_user(messages) if i < reply]
+    told = view.said[:bisect_left(view.said, reply)]
     ask = told[-1] if told else None
-    if ask is None or not asks_confirmation(messages[ask].content):
+    if ask is None or not view.asks_confirmation(ask):
         return "the agent did not ask for confirmation before the user's reply", (reply,) if ask is None else (ask, reply)
-    text = texts(messages)
-    # what the user said after the agent's previous ask may change the action
-    changed_since = next((i for i in reversed(told[:-1]) if asks_confirmation(messages[i].content)), None)
+    asked = view.text(ask)
+    changed_since: int | None = -1  # worked out only for a value the ask leaves out (-1: not yet)
     for value in leaf_values(arguments):
         v = normalise(value)
-        if len(v) < 2 or v in text[ask] or v.replace("_", " ") in text[ask]:  # a count of 0 or 1 is not stated as such;
+        if len(v) < 2 or v in asked or v.replace("_", " ") in asked:  # a count of 0 or 1 is not stated as such;
             continue  # "one_way" is said "one way"
-        if changed_since is not None and any(v in text[i] for i in heard if changed_since < i < ask):
+        if changed_since == -1:
+            # what the user said after the agent's previous ask may change the action
+            changed_since = next((i for i in reversed(told[:-1]) if view.asks_confirmation(i)), None)
+        if changed_since is not None and any(v in view.text(i) for i in heard if changed_since < i < ask):
             return f"the value {value!r} written is not the one confirmed (the user gave it after the previous ask)", (ask, reply)
-        if not any(v in text[i] for i in range(1, ask) if messages[i].role != "system"):
+        if not any(v in view.text(i) for i in range(1, ask) if messages[i].role != "system"):
             return f"the value {value!r} written is not the one confirmed (nobody stated or showed it before)", (ask, reply)
     return None, ()

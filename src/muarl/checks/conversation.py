@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from muarl.types import Evidence, Message, Task
+from muarl.types import Evidence, Message, Task, ToolCall
 
 QUOTE_CHARS = 120  # evidence quotes are cut to this length
 
@@ -46,7 +45,7 @@ def from_user(m: Message) -> bool:
     return m.role == "user" and m.content is not None and not m.tool_calls
 
 
-@dataclass
+@dataclass(slots=True)
 class AgentCall:
     """One tool call of the agent, where it was made and what it answered."""
 
@@ -55,139 +54,207 @@ class AgentCall:
     raw_arguments: str
     result_index: int | None  # the tool message answering it
     result: str
+    ok: bool  # ran and was not refused (the loop writes every failure as a tool message starting ``Error:``)
 
-    @cached_property
-    def arguments(self) -> dict[str, Any] | None:
-        """The arguments as the loop ran them; None when they are not a JSON object (the loop's stricter
-        checks, nesting and NaN, are the malformed-call check's business: it reads the loop's refusal)."""
-        try:
-            value = json.loads(self.raw_arguments) if self.raw_arguments.strip() else {}
-        except (ValueError, RecursionError):
-            return None
-        return value if isinstance(value, dict) else None
+    _parsed: tuple[dict[str, Any] | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
-    def ok(self) -> bool:
-        """Ran and was not refused (the loop writes every failure as a tool message starting ``Error:``)."""
-        return self.result_index is not None and not self.result.startswith("Error")
+    def arguments(self) -> dict[str, Any] | None:
+        """The arguments as the loop ran them; None when they are not a JSON object (the loop's stricter
+        checks, nesting and NaN, are the malformed-call check's business: it reads the loop's refusal).
+        Parsed on first use and kept (``functools.cached_property`` takes a lock on every first use)."""
+        if self._parsed is None:
+            try:
+                value = json.loads(self.raw_arguments) if self.raw_arguments.strip() else {}
+            except (ValueError, RecursionError):
+                value = None
+            self._parsed = (value if isinstance(value, dict) else None,)
+        return self._parsed[0]
 
     def identity(self) -> tuple[str, str]:
         """The call's name and arguments as written, to compare two calls."""
         return (self.name, self.raw_arguments)
 
 
-class _Texts:
-    """Each message's text, normalised on first use (tool results can be long, and most are never compared)."""
+class EpisodeView:
+    """What the checks read of one episode's messages, worked out in one pass and shared by all of them (they
+    run one after the other on the same list): the agent's calls, who said what where, each message's
+    normalised text and whether it asks for confirmation, both on first use (most are never looked at)."""
 
     def __init__(self, messages: Sequence[Message]):
         self.messages = messages
-        self.cache: dict[int, str] = {}
+        self.length = len(messages)
+        self.calls: list[AgentCall] = []
+        self.said: list[int] = []  # indices of the agent's messages to the user (:func:`to_user`)
+        self.heard: list[int] = []  # indices of the user's messages (:func:`from_user`)
+        self.turns: list[int] = []  # indices of every assistant message
+        self._texts: dict[int, str] = {}
+        self._asks: dict[int, bool] = {}
+        turns, said, heard = self.turns, self.said, self.heard
+        for i, m in enumerate(messages):
+            role = m.role
+            if role == "assistant":
+                turns.append(i)
+                if m.tool_calls:
+                    self._pair_calls(i, m)
+                elif m.content:
+                    said.append(i)
+            elif role == "user" and m.content is not None and not m.tool_calls:
+                heard.append(i)
 
-    def __getitem__(self, index: int) -> str:
-        text = self.cache.get(index)
+    def _pair_calls(self, i: int, m: Message) -> None:
+        """The calls of the assistant message at ``i``, each paired with the tool message that answers it (by id
+        among the tool messages that follow and are not yet paired, else by position)."""
+        messages = self.messages
+        calls = m.tool_calls
+        end = i + 1
+        if len(calls) == 1 and end < len(messages) and messages[end].role == "tool" and messages[end].tool_call_id == calls[0].id:
+            self._add(i, calls[0], end)  # the usual case: one call, answered by the next message
+            return
+        while end < len(messages) and messages[end].role == "tool":
+            end += 1
+        replies = range(i + 1, end)
+        matches: list[int | None] = list(replies[:len(calls)])  # the usual case: answered in order, each by its id
+        if len(matches) < len(calls) or any(messages[r].tool_call_id != call.id for r, call in zip(replies, calls)):
+            matches, unused = [], list(replies)
+            for k, call in enumerate(calls):
+                match = next((r for r in unused if messages[r].tool_call_id == call.id), None)
+                if match is None and k < len(replies) and replies[k] in unused:
+                    match = replies[k]
+                if match is not None:
+                    unused.remove(match)
+                matches.append(match)
+        for call, match in zip(calls, matches):
+            self._add(i, call, match)
+
+    def _add(self, i: int, call: ToolCall, match: int | None) -> None:
+        result = (self.messages[match].content or "") if match is not None else ""
+        self.calls.append(AgentCall(i, call.name, call.arguments, match, result, match is not None and not result.startswith("Error")))
+
+    def text(self, index: int) -> str:
+        """The message's text, normalised."""
+        text = self._texts.get(index)
         if text is None:
-            text = self.cache[index] = normalise(self.messages[index].content)
+            text = self._texts[index] = normalise(self.messages[index].content)
         return text
 
+    def asks_confirmation(self, index: int) -> bool:
+        """:func:`asks_confirmation` of the message at ``index``."""
+        asks = self._asks.get(index)
+        if asks is None:
+            asks = self._asks[index] = asks_confirmation(self.messages[index].content)
+        return asks
 
-class _LastEpisode:
-    """What the checks read of the episode they are judging, computed once for all of them: they run one after
-    the other on the same ``messages`` list (kept here, so a new list is never mistaken for it)."""
-
-    messages: Sequence[Message] | None = None
-    length = 0
-    calls: list[AgentCall] = []
-    texts: _Texts
-    said: list[int] = []  # indices of the agent's messages to the user
-    heard: list[int] = []  # indices of the user's messages
+    _last: EpisodeView | None = None
 
     @classmethod
-    def of(cls, messages: Sequence[Message]) -> type[_LastEpisode]:
-        if cls.messages is not messages or cls.length != len(messages):
-            cls.messages, cls.length = messages, len(messages)
-            cls.calls = _agent_calls(messages)
-            cls.texts = _Texts(messages)
-            cls.said = [i for i, m in enumerate(messages) if to_user(m)]
-            cls.heard = [i for i, m in enumerate(messages) if from_user(m)]
-        return cls
+    def of(cls, messages: Sequence[Message]) -> EpisodeView:
+        """The view of ``messages``, kept for the next check (a new list, or one grown since, gets a new view)."""
+        view = cls._last
+        if view is None or view.messages is not messages or view.length != len(messages):
+            view = cls._last = cls(messages)
+        return view
 
 
 def agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
     """Every tool call the agent made, paired with the tool message that answers it (by id among the messages
     that follow, else by position)."""
-    return _LastEpisode.of(messages).calls
+    return EpisodeView.of(messages).calls
 
 
-def texts(messages: Sequence[Message]) -> _Texts:
-    """Each message's text, normalised (indexed like ``messages``)."""
-    return _LastEpisode.of(messages).texts
+def leaf_values(value: Any) -> list[str]:
+    """The scalar values of a JSON-like value (strings and numbers, not booleans or null), as text, in order."""
+    found: list[str] = []
+    _collect_leaves(value, found)
+    return found
 
 
-def said_to_user(messages: Sequence[Message]) -> list[int]:
-    """Indices of the agent's messages to the user (:func:`to_user`)."""
-    return _LastEpisode.of(messages).said
-
-
-def said_by_user(messages: Sequence[Message]) -> list[int]:
-    """Indices of the user's messages to the agent (:func:`from_user`)."""
-    return _LastEpisode.of(messages).heard
-
-
-def _agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
-    calls: list[AgentCall] = []
-    for i, m in enumerate(messages):
-        if m.role != "assistant" or not m.tool_calls:
-            continue
-        replies = []
-        j = i + 1
-        while j < len(messages) and messages[j].role == "tool":
-            replies.append(j)
-            j += 1
-        unused = list(replies)
-        for k, call in enumerate(m.tool_calls):
-            match = next((r for r in unused if messages[r].tool_call_id == call.id), None)
-            if match is None and k < len(replies) and replies[k] in unused:
-                match = replies[k]
-            if match is not None:
-                unused.remove(match)
-            calls.append(AgentCall(i, call.name, call.arguments, match,
-                                   (messages[match].content or "") if match is not None else ""))
-    return calls
-
-
-def leaf_values(value: Any) -> Iterator[str]:
-    """The scalar values of a JSON-like value (strings and numbers, not booleans or null), as text."""
-    if isinstance(value, dict):
+def _collect_leaves(value: Any, found: list[str]) -> None:
+    if isinstance(value, str):
+        if value.strip():
+            found.append(value)
+    elif isinstance(value, dict):
         for v in value.values():
-            yield from leaf_values(v)
+            _collect_leaves(v, found)
     elif isinstance(value, list):
         for v in value:
-            yield from leaf_values(v)
-    elif isinstance(value, str):
-        if value.strip():
-            yield value
+            _collect_leaves(v, found)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield str(value)
+        found.append(str(value))
 
 
 # ---------------------------------------------------------------- asks and replies
 
-_ASKS_CONFIRMATION = re.compile(
+class _Words:
+    """A pattern of alternative words, with literal strings of which every match holds one: most texts hold
+    none, and looking for a few strings is far cheaper than a regular-expression search (the checks run on
+    every episode)."""
+
+    def __init__(self, pattern: str, needles: tuple[str, ...]):
+        self.pattern = re.compile(pattern)
+        self.needles = needles
+
+    def may_match(self, text: str) -> bool:
+        for needle in self.needles:
+            if needle in text:
+                return True
+        return False
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.pattern.search(text) if self.may_match(text) else None
+
+
+_ASKS_CONFIRMATION = _Words(
     r"\b(confirm|proceed|go ahead|shall i|should i|would you like|do you want|is that correct|is that right"
-    r"|does (?:this|that|everything) look|yes or no|yes/no)\b"
+    r"|does (?:this|that|everything) look|yes or no|yes/no)\b",
+    ("confirm", "proceed", "go ahead", "shall i", "should i", "would you like", "do you want", "is that", "does ", "yes or no", "yes/no"),
 )
-_REQUESTS = re.compile(r"\?|\b(please|let me know|kindly)\b")
+_REQUEST_WORDS = _Words(r"\b(please|let me know|kindly)\b", ("please", "let me know", "kindly"))
+
+
+def _requests(text: str) -> bool:
+    """A question mark, or words that ask ("please", "let me know", "kindly")."""
+    return "?" in text or _REQUEST_WORDS.search(text) is not None
 _CLOSING_QUESTION = re.compile(r"\b(anything else|something else|any other|anything more|further questions|else i can)\b")
-_AFFIRMS = re.compile(r"\b(yes|yeah|yep|yup|sure|correct|confirm|confirmed|go ahead|please do|proceed|ok|okay|that's right|that is right|sounds good|do it)\b")
-_DENIES = re.compile(r"\b(no|nope|not|don't|do not|instead|actually|wait|hold on|changed my mind|rather|never mind)\b")
+_AFFIRMS = _Words(
+    r"\b(yes|yeah|yep|yup|sure|correct|confirm|confirmed|go ahead|please do|proceed|ok|okay|that's right|that is right|sounds good|do it)\b",
+    ("ye", "yup", "sure", "correct", "confirm", "go ahead", "please do", "proceed", "ok", "right", "sounds good", "do it"),
+)
+_DENIES = _Words(
+    r"\b(no|nope|not|don't|do not|instead|actually|wait|hold on|changed my mind|rather|never mind)\b",
+    ("no", "don't", "do not", "instead", "actually", "wait", "hold on", "changed my mind", "rather", "never mind"),
+)
+
+
+# a sentence ends at white space after . ! or ?, or at a line break (the look-ahead only lets the search skip
+# the positions where neither can start)
+_SENTENCE_BREAK = re.compile(r"(?=\s)(?:(?<=[.!?])\s+|\n+)")
 
 
 def sentences(text: str) -> list[str]:
-    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if p.strip()]
+    return [p for p in _SENTENCE_BREAK.split(text.strip()) if p.strip()]
+
+
+def last_sentences(text: str, n: int) -> list[str]:
+    """``sentences(text)[-n:]``, splitting only the end of a long text. Breaks are runs of white space, so cut
+    at a character that is not one the breaks after it are the same; the first sentence of the cut text may be
+    a part of one, so it needs more than ``n``."""
+    text = text.strip()
+    window = 64
+    while True:
+        start = len(text) - window
+        while 0 < start < len(text) and text[start].isspace():
+            start += 1
+        if start <= 0:
+            return sentences(text)[-n:]
+        found = sentences(text[start:])
+        if len(found) > n:
+            return found[-n:]
+        window *= 2
 
 
 def last_sentence(text: str) -> str:
-    parts = sentences(text)
+    parts = last_sentences(text, 1)
     return parts[-1] if parts else ""
 
 
@@ -195,8 +262,10 @@ def asks_confirmation(text: str | None) -> bool:
     """The message ends by asking the user to approve an action: one of its last two sentences asks or requests
     ("... Shall I proceed? (yes/no)", "Please confirm if you would like to proceed."), in words of approval.
     "I have confirmed it. Anything else?" does not."""
-    tail = (text or "")[-600:]  # the last two sentences are in it (long tables of details come before)
-    return any(_ASKS_CONFIRMATION.search(s) and _REQUESTS.search(s) for s in sentences(normalise(tail))[-2:])
+    tail = normalise((text or "")[-600:])  # the last two sentences are in it (long tables of details come before)
+    if not (_ASKS_CONFIRMATION.may_match(tail) and ("?" in tail or _REQUEST_WORDS.may_match(tail))):
+        return False  # no sentence of it can ask
+    return any(_ASKS_CONFIRMATION.search(s) and _requests(s) for s in last_sentences(tail, 2))
 
 
 def asks_question(text: str | None) -> bool:
@@ -250,18 +319,29 @@ CLAIM_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 # "was booked" mostly tells history ("it was booked within 24 hours"), not what the agent did: not a claim
 _CLAIM_LEAD = r"\b(?:i|i've|i have|we|we've|we have|has been|have been|is now|are now|successfully|now)\s+(?:\w+\s+){0,2}?"
 _CLAIMS = {family: re.compile(_CLAIM_LEAD + rf"({verbs})\b") for family, (verbs, _) in CLAIM_FAMILIES.items()}
-_ANY_CLAIM_VERB = re.compile(r"\b(" + "|".join(verbs for verbs, _ in CLAIM_FAMILIES.values()) + r")\b")
+_ANY_CLAIM_VERB = _Words(r"\b(" + "|".join(verbs for verbs, _ in CLAIM_FAMILIES.values()) + r")\b",
+                         ("updated", "changed", "modified", "edited", "cancel", "booked", "reserved", "rescheduled", "moved",
+                          "refilled", "refunded", "exchanged", "returned", "paid", "sent", "issued"))
+_CLAIM_BREAK = re.compile(r"(?=\s)(?:(?<=[.!?;])\s+|\n+)")
 _NEGATED = re.compile(r"\b(not|never|unable|cannot|can't|couldn't|won't|wasn't|weren't|hasn't|haven't|didn't|failed)\b|n't\b")
+
+
+def may_claim(texts: Iterable[str]) -> bool:
+    """Whether any of these normalised texts may claim an action (holds a word a claim needs): False rules
+    out every :func:`action_claims` at once."""
+    return _ANY_CLAIM_VERB.may_match("\n".join(texts))  # no claim word holds a line break
 
 
 def action_claims(text: str | None) -> list[tuple[str, str]]:
     """(family, sentence) for each sentence of an agent's message that says an action was done: not a question,
     not negated ("could not be cancelled"), not a plan ("I will update")."""
     claims: list[tuple[str, str]] = []
-    if not _ANY_CLAIM_VERB.search(normalise(text)):
+    text = normalise(text)
+    if not _ANY_CLAIM_VERB.search(text):
         return claims
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", normalise(text)):
-        if "?" in sentence or _NEGATED.search(sentence):
+    for sentence in _CLAIM_BREAK.split(text):
+        # every claim pattern ends in one of the verbs: a sentence without any claims nothing
+        if "?" in sentence or not _ANY_CLAIM_VERB.search(sentence) or _NEGATED.search(sentence):
             continue
         for family, pattern in _CLAIMS.items():
             if pattern.search(sentence):

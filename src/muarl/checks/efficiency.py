@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from muarl.checks.conversation import agent_calls, evidence, normalise, said_to_user, texts
+from muarl.checks.conversation import EpisodeView, agent_calls, evidence, normalise
 from muarl.domains.base import Domain
 from muarl.models.oracle import planned_turns
 from muarl.types import CheckVerdict, Episode, Message, Task
@@ -28,7 +28,7 @@ TALK_ON = 3  # agent turns after completion that, on an episode cut for length, 
 
 def agent_turn_indices(domain: Domain, messages: list[Message]) -> list[int]:
     """Indices of the agent's turns: its messages, the domain's opening greeting left out."""
-    turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    turns = EpisodeView.of(messages).turns
     if domain.greeting and turns and turns[0] <= 1 and messages[turns[0]].content == domain.greeting and not messages[turns[0]].tool_calls:
         turns = turns[1:]
     return turns
@@ -112,9 +112,10 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
         return CheckVerdict(check=name, status="not_applicable", detail="the user changes the state too (dual control)")
     messages = episode.messages
     complete = _state_reached(domain, task, messages)
-    text = texts(messages)
+    view = EpisodeView.of(messages)
     for output in task.outputs:
-        said = next((i for i in said_to_user(messages) if normalise(output) in text[i]), None)
+        wanted = normalise(output)
+        said = next((i for i in view.said if wanted in view.text(i)), None)
         complete = max(complete, said if said is not None else len(messages))
     if complete == 0 and not task.outputs:
         return CheckVerdict(check=name, status="not_applicable", detail="the task asks for no change and no fact")
@@ -129,5 +130,6 @@ def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int:
     """Index of the agent message whose call last changed the state (0: none did): its last non-read call that
     ran without being refused, as the episode is solved and so ended in the gold state."""
     tools = domain.task_tools(task)
-    changed = [c.index for c in agent_calls(messages) if c.ok and (t := tools.get(c.name)) is not None and t.kind != "read"]
+    reads = tools.names_of_kind("read")
+    changed = [c.index for c in agent_calls(messages) if c.ok and c.name in tools and c.name not in reads]
     return changed[-1] if changed else 0

@@ -13,7 +13,7 @@ agent works out) cannot be traced and is not checked.
 
 from __future__ import annotations
 
-from muarl.checks.conversation import action_claims, agent_calls, asks_confirmation, evidence, normalise, said_to_user, texts, tool_does
+from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -22,15 +22,17 @@ FACTS = "grounded_facts"
 
 
 def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
-    tools = domain.task_tools(task)
-    writes = [t.name for t in tools if t.kind == "write"]
+    writes = domain.task_tools(task).names_of_kind("write")
     if not writes:
         return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the domain has no write tools")
     messages = episode.messages
-    calls = agent_calls(messages)
+    view = EpisodeView.of(messages)
+    calls = view.calls
     claims = 0
-    for i in said_to_user(messages):
-        for family, sentence in action_claims(messages[i].content):
+    if not may_claim(view.text(i) for i in view.said):
+        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
+    for i in view.said:
+        for family, sentence in action_claims(view.text(i)):
             claims += 1
             done = [c for c in calls if c.index < i and tool_does(family, c.name) and c.name in writes]
             if not any(c.ok for c in done):
@@ -47,16 +49,15 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     if not task.outputs:
         return CheckVerdict(check=FACTS, status="not_applicable", detail="the task requires no facts to be told")
     messages = episode.messages
-    text = texts(messages)
+    view = EpisodeView.of(messages)
     checked = 0
     for output in task.outputs:
         wanted = normalise(output)
-        said = next((i for i in said_to_user(messages) if wanted in text[i]
-                     and not asks_confirmation(messages[i].content)), None)  # a confirmation proposes: it tells nothing yet
+        said = next((i for i in view.said if wanted in view.text(i)
+                     and not view.asks_confirmation(i)), None)  # a confirmation proposes: it tells nothing yet
         if said is None:
             continue  # never said: the outcome reward fails it; nothing to trace
-        sources = [i for i, m in enumerate(messages[:said]) if m.role in ("tool", "user") and wanted in text[i]]
-        if sources:
+        if any(messages[i].role in ("tool", "user") and wanted in view.text(i) for i in range(said)):
             checked += 1
             continue
         if not _gold_shows(domain, task, wanted):

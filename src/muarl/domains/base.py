@@ -392,6 +392,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = (), unlisted: Iterable[str] = ()):
         self._tools: dict[str, Tool] = {}
+        self._of_kind: dict[tuple[str, ...], frozenset[str]] = {}  # names_of_kind's answers, until a tool is added
         self.unlisted = frozenset(unlisted)
         for t in tools:
             self.add(t)
@@ -418,6 +419,15 @@ class ToolRegistry:
         if t.name in self._tools:
             raise ValueError(f"duplicate tool name {t.name!r}")
         self._tools[t.name] = t
+        self._of_kind.clear()
+
+    def names_of_kind(self, *kinds: str) -> frozenset[str]:
+        """Names of the tools of these kinds (``write``, ``read``, ...); kept, as the trajectory checks ask for
+        every episode."""
+        names = self._of_kind.get(kinds)
+        if names is None:
+            names = self._of_kind[kinds] = frozenset(n for n, t in self._tools.items() if t.kind in kinds)
+        return names
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
