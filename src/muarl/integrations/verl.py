@@ -49,6 +49,7 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, _agent_loop_registry
 from verl.utils.rollout_trace import rollout_trace_op
 
+from muarl.evals.conduct import is_user_fault
 from muarl.models.base import Agent
 from muarl.models.token_session import TokenFormat, TokenSession
 from muarl.rollout.episode import run_episode
@@ -135,7 +136,7 @@ def episode_fields(episode: Episode) -> dict[str, Any]:
     for verdict in episode.checks or []:  # the trajectory checks that applied (muarl.checks), 1 where violated
         if verdict.status in ("pass", "fail"):
             fields[f"muarl_violation/{verdict.check}"] = int(verdict.status == "fail")
-    fields["muarl_user_fault"] = episode.attribution is not None and episode.attribution.label == "user"
+    fields["muarl_user_fault"] = is_user_fault(episode)
     return fields
 
 
@@ -145,7 +146,7 @@ def turns_in_tokens(episode: Episode) -> int:
     return max((i for i, m in enumerate(episode.messages) if m.role == "assistant"), default=0)
 
 
-def episode_output(episode: Episode, session: VerlSession, response_length: int) -> AgentLoopOutput:
+def episode_output(episode: Episode, session: VerlSession) -> AgentLoopOutput:
     """The episode as verl's agent-loop output.
 
     The response is cut to ``response_length``: the last delta (a tool result or user reply) is appended before
@@ -153,6 +154,7 @@ def episode_output(episode: Episode, session: VerlSession, response_length: int)
     episode has no reward: its output keeps the ids (so verl's batch has the usual shapes) with an all-zero
     mask and reward 0, flagged ``muarl_errored``."""
     ids, mask, logprobs = session.ids, session.loss_mask, session.logprobs
+    response_length = session.policy.response_length
     start = min(session.prompt_tokens if session.prompt_tokens is not None else len(ids), session.policy.prompt_length)
     prompt = ids[:start] or [session.fmt.end_of_turn_id]
     response, response_mask, response_logprobs = ids[start:][:response_length], mask[start:][:response_length], logprobs[start:][:response_length]
@@ -240,7 +242,7 @@ class MuarlAgentLoop(AgentLoopBase):
                                     config=world.loop, reward_fn=world.reward_fn, backend_factory=world.backend_factory)
         if episode.errored:
             log.warning("muarl episode of task %s errored; it trains nothing and leaves its group: %s", task.id, episode.error)
-        output = episode_output(episode, policy.session, self.rollout_config.response_length)
+        output = episode_output(episode, policy.session)
         output.extra_fields["muarl_seconds"] = time.perf_counter() - started
         output.extra_fields["muarl_sample"] = sample
         return output
