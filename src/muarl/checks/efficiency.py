@@ -108,9 +108,23 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
     name = "turns_after_completion"
     if episode.reward is None or not episode.reward.success:
         return CheckVerdict(check=name, status="not_applicable", detail="the task was not solved")
-    if len(domain.user_tools):
-        return CheckVerdict(check=name, status="not_applicable", detail="the user changes the state too (dual control)")
     messages = episode.messages
+    found = completion(domain, task, messages)
+    if isinstance(found, str):
+        return CheckVerdict(check=name, status="not_applicable", detail=found)
+    complete, after = found
+    status = "fail" if episode.termination in CUT and len(after) >= TALK_ON else "pass"
+    proof = [evidence(messages, complete), evidence(messages, after[-1])] if after else [evidence(messages, complete)]
+    return CheckVerdict(check=name, status=status, detail=f"{len(after)} agent turn(s) after completion, ended by {episode.termination}",
+                        evidence=proof, value=len(after))
+
+
+def completion(domain: Domain, task: Task, messages: list[Message]) -> tuple[int, list[int]] | str:
+    """Where a *solved* episode's task was complete (the later of its last state change and the first saying of
+    each required output) and the agent's turns after it; or why that is not measured (a string). Shared by
+    the check and the reward's cost of turns after completion (:mod:`muarl.reward.efficiency`)."""
+    if len(domain.user_tools):
+        return "the user changes the state too (dual control)"
     complete = _state_reached(domain, task, messages)
     view = EpisodeView.of(messages)
     for output in task.outputs:
@@ -118,12 +132,8 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
         said = next((i for i in view.said if wanted in view.text(i)), None)
         complete = max(complete, said if said is not None else len(messages))
     if complete == 0 and not task.outputs:
-        return CheckVerdict(check=name, status="not_applicable", detail="the task asks for no change and no fact")
-    after = [i for i in agent_turn_indices(domain, messages) if i > complete]
-    status = "fail" if episode.termination in CUT and len(after) >= TALK_ON else "pass"
-    proof = [evidence(messages, complete), evidence(messages, after[-1])] if after else [evidence(messages, complete)]
-    return CheckVerdict(check=name, status=status, detail=f"{len(after)} agent turn(s) after completion, ended by {episode.termination}",
-                        evidence=proof, value=len(after))
+        return "the task asks for no change and no fact"
+    return complete, [i for i in agent_turn_indices(domain, messages) if i > complete]
 
 
 def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int:

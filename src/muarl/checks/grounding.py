@@ -13,6 +13,8 @@ agent works out) cannot be traced and is not checked.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
@@ -52,21 +54,36 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     view = EpisodeView.of(messages)
     checked = 0
     for output in task.outputs:
-        wanted = normalise(output)
-        said = next((i for i in view.said if wanted in view.text(i)
-                     and not view.asks_confirmation(i)), None)  # a confirmation proposes: it tells nothing yet
-        if said is None:
-            continue  # never said: the outcome reward fails it; nothing to trace
-        if any(messages[i].role in ("tool", "user") and wanted in view.text(i) for i in range(said)):
+        how, said = fact_told(domain, task, view, output)
+        if how == "grounded":
             checked += 1
-            continue
-        if not _gold_shows(domain, task, wanted):
-            continue  # worked out by the agent (a count, a sum): cannot be traced to one message
-        return CheckVerdict(check=FACTS, status="fail", detail=f"told {output!r} before any tool result or user message showed it",
-                            evidence=[evidence(messages, said)])
+        elif how == "ungrounded":
+            return CheckVerdict(check=FACTS, status="fail", detail=f"told {output!r} before any tool result or user message showed it",
+                                evidence=[evidence(messages, said)])
     if not checked:
         return CheckVerdict(check=FACTS, status="not_applicable", detail="no traceable required fact was told")
     return CheckVerdict(check=FACTS, status="pass", detail=f"{checked} required fact(s) told after a tool or the user showed them")
+
+
+Told = Literal["unsaid", "grounded", "ungrounded", "untraceable"]
+
+
+def fact_told(domain: Domain, task: Task, view: EpisodeView, output: str) -> tuple[Told, int]:
+    """How a required output was told to the user, and where (-1: never): ``grounded`` (a tool result or a user
+    message showed it first), ``ungrounded`` (nothing did, though a tool of the gold solution shows it: the agent
+    guessed or made it up), ``untraceable`` (worked out by the agent, a count or a sum: no gold tool shows it)
+    or ``unsaid``. Shared by :func:`grounded_facts` and the checklist reward (:mod:`muarl.reward.checklist`)."""
+    messages = view.messages
+    wanted = normalise(output)
+    said = next((i for i in view.said if wanted in view.text(i)
+                 and not view.asks_confirmation(i)), None)  # a confirmation proposes: it tells nothing yet
+    if said is None:
+        return "unsaid", -1  # never said: the outcome reward fails it; nothing to trace
+    if any(messages[i].role in ("tool", "user") and wanted in view.text(i) for i in range(said)):
+        return "grounded", said
+    if not _gold_shows(domain, task, wanted):
+        return "untraceable", said
+    return "ungrounded", said
 
 
 _GOLD_SHOWS: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, what its gold tool results show, normalised)

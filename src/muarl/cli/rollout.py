@@ -14,6 +14,7 @@ from muarl.cli.evaluate import EXIT_ERRORED, fail_unscored, note_ungraded_nl, pr
 from muarl.evals.passk import summarise
 from muarl.models.factory import make_agent
 from muarl.models.hf_loading import ModelLoadError
+from muarl.reward import parse_reward_flag
 from muarl.rollout.config import ConfigError, RolloutConfig
 from muarl.rollout.runner import prompts_beyond_context, run_many
 from muarl.rollout.store import EPISODES_FILE, RUN_FILE, read_episodes, read_run_info, write_run_info
@@ -64,7 +65,8 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict, planned: set[tu
 @click.option("--max-turns", type=int, help="Agent turns per episode [30].")
 @click.option("--timeout", type=float, help="Seconds per model or MCP tool-server request [60].")
 @click.option("--max-retries", type=int, help="Retries of a failed model request or MCP session opening [3].")
-@click.option("--reward", help="Reward function [outcome].")
+@click.option("--reward", help="Reward: a name (outcome, turn_penalised, process, checklist, tau2) or a YAML mapping "
+              "'{name: process, options: {violation_reward: 0.25}}' [the domain's].")
 @click.option("--seed", type=int, help="Run seed [0].")
 @click.option("--out", help="Run directory [runs/rollout].")
 @click.option("--resume", is_flag=True, default=None, help="Complete an interrupted run in --out.")
@@ -72,6 +74,8 @@ def _resumed_run_info(out: Path, cfg: RolloutConfig, info: dict, planned: set[tu
 def rollout(config_path: str | None, task_ids: tuple[str, ...], quiet: bool, **flags) -> None:  # noqa: ANN003
     """Run episodes and print pass^k; every finished episode is on disk at once."""
     try:
+        if flags.get("reward") is not None:
+            flags["reward"] = parse_reward_flag(flags["reward"])
         cfg = RolloutConfig.load(config_path, task_ids=list(task_ids) or None, **flags)
         world = build_world(cfg, cfg.concurrency)
         cfg = world.config  # the domain's defaults filled in: what run.json records and a resume is checked against

@@ -497,6 +497,9 @@ class Domain:
     # the policy demands the user's explicit "yes" to the stated details before every call of a write tool
     # (clinic; τ-bench's "obtain explicit user confirmation (yes)"): the confirmed-before-write check applies
     confirms_writes: bool = False
+    # the trajectory checks (names of muarl.checks.CHECKS) whose failure breaks the policy outright: a success that
+    # fails one earns only a fraction with the ``process`` reward (a check that does not apply passes)
+    process_checks: tuple[str, ...] = ("confirmed_before_write", "grounded_actions", "grounded_facts")
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
 

@@ -22,7 +22,7 @@ from muarl.domains.base import Domain
 from muarl.domains.spec import load_domain_spec
 from muarl.models.hf_loading import ModelLoadError
 from muarl.models.precision import Precision, resolve_precision
-from muarl.reward import RewardFn, make_reward
+from muarl.reward import RewardFn, RewardSpec, reward_from_setting
 from muarl.rollout.backends import BackendFactory, LocalToolBackend
 from muarl.rollout.episode import LoopConfig
 from muarl.types import Task
@@ -50,7 +50,8 @@ class WorldConfig(YamlConfig):
     user_max_tokens: int | None = Field(None, ge=1, description="user model completion tokens per reply")
     user_precision: Precision = Field("auto", description="local:PATH user: bf16 autocast or fp32 (auto: bf16 where the hardware has it)")
     tools: str = Field("local", description="local | mcp:COMMAND (stdio server) | mcp:URL (streamable HTTP server)")
-    reward: str | None = Field(None, description="reward function (outcome | turn_penalised | tau2); unset: the domain's (tau2 on τ² domains, else outcome)")
+    reward: str | RewardSpec | None = Field(None, description="reward: a name (outcome | turn_penalised | process | checklist | tau2) or "
+                                            "{name: NAME, options: {...}} (docs/training.md); unset: the domain's (tau2 on τ² domains, else outcome)")
     max_turns: int | None = Field(None, ge=1, description="agent turns before an episode is cut; unset: the domain's (BFCL 60, ACEBench's one-response categories 1, else 30)")
     token_budget: int | None = Field(None, ge=1, description="cut an episode when a turn's prompt+completion tokens exceed it")
     parallel_tool_calls: bool | None = Field(None, description="run every tool call of a turn, not just the first; unset: the domain's (BFCL and ACEBench: yes)")
@@ -163,7 +164,7 @@ def build_world(cfg: WorldConfig, concurrency: int = 8, user: UserSimulator | No
     try:
         domain = load_domain_spec(cfg.domain, cfg.data_dir)
         cfg = cfg.for_domain(domain)
-        reward_fn = make_reward(cfg.reward)
+        reward_fn = reward_from_setting(cfg.reward)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     tasks = select_tasks(cfg, domain)
