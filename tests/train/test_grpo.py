@@ -13,6 +13,7 @@ from muarl.train.grpo import (
     entropy_from_logits,
     group_advantages,
     grpo_loss,
+    kept_advantages,
     kl_to_reference,
     token_logprobs,
     uniform_groups,
@@ -34,6 +35,29 @@ def test_group_advantages_standardise_within_each_group():
     close(group_advantages(rewards, scale_by_std=False)[2], [0.75, -0.25, -0.25, -0.25])  # Dr. GRPO
     with pytest.raises(ValueError, match="groups, n"):
         group_advantages(torch.tensor([1.0, 0.0]))
+
+
+def test_kept_advantages_rescore_the_group_without_the_quarantined_episode():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    # episode 2 quarantined: kept [1, 0, 1], mean 2/3, sample std sqrt((1/9 + 4/9 + 1/9) / 2) = 0.57735
+    close(kept_advantages(rewards, torch.tensor([False, False, True, False])), [0.57735, -1.154701, 0.57735])
+    # with it, the same episodes get +-0.866: the spoiled failure lent the successes advantage
+    close(group_advantages(rewards.unsqueeze(0))[0], [0.866025, -0.866025, -0.866025, 0.866025])
+    close(kept_advantages(rewards, torch.tensor([False, False, True, False]), scale_by_std=False), [1 / 3, -2 / 3, 1 / 3])
+    close(kept_advantages(rewards, torch.zeros(4, dtype=torch.bool)), group_advantages(rewards.unsqueeze(0))[0])  # none out
+    # the only failures quarantined: what remains all succeeded, no signal
+    close(kept_advantages(rewards, torch.tensor([False, True, True, False])), [0.0, 0.0])
+
+
+def test_kept_advantages_drop_a_group_left_under_the_minimum():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    assert kept_advantages(rewards, torch.tensor([True, True, True, False])) is None  # one left: nothing to compare
+    assert kept_advantages(rewards, torch.tensor([True, False, True, False]), min_kept=3) is None
+    assert kept_advantages(rewards, torch.tensor([False, False, True, False]), min_kept=3) is not None
+    with pytest.raises(ValueError, match="min_kept must be at least 2"):
+        kept_advantages(rewards, torch.zeros(4, dtype=torch.bool), min_kept=1)
+    with pytest.raises(ValueError, match="must both be"):
+        kept_advantages(rewards, torch.zeros(3, dtype=torch.bool))
 
 
 def test_uniform_groups():

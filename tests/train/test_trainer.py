@@ -18,7 +18,7 @@ from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.sequences import pad_sequences, supervised_logprobs
 from muarl.train import trainer as trainer_module
 from muarl.train.trainer import GRPOTrainer, TrainingError, has_signal, next_step_fits
-from muarl.types import Episode, RewardInfo, TokenTrace
+from muarl.types import Attribution, Episode, RewardInfo, TokenTrace
 
 
 @pytest.fixture(autouse=True)
@@ -139,6 +139,49 @@ def test_a_uniform_group_is_one_with_zero_reward_variance_and_success_is_the_rew
     assert [e for e, _ in samples] == shaped and samples[0][1] > 0 > samples[1][1]
     assert stats["all_correct_ratio"] == pytest.approx(2 / 3) and stats["all_wrong_ratio"] == pytest.approx(1 / 3)
     assert stats["uniform_ratio"] == pytest.approx(2 / 3) and stats["groups_dropped"] == 2
+
+
+def blamed_on_user(episode: Episode) -> Episode:
+    return episode.model_copy(update={"checks": [], "attribution": Attribution(label="user", reason="stop: ended early")})
+
+
+def test_quarantine_rescores_a_group_without_the_episodes_the_user_spoiled(tmp_path):
+    group = [scored_episode(1.0, True, 0), scored_episode(0.0, False, 1), blamed_on_user(scored_episode(0.0, False, 2)),
+             scored_episode(1.0, True, 3)]
+    off = GRPOTrainer(config(tmp_path / "off"), progress=False)
+    samples, stats = off._samples([group])
+    assert len(samples) == 4 and "quarantined" not in stats  # off by default: the spoiled failure is a label like any other
+    assert [round(a, 4) for _, a in samples] == [0.866, -0.866, -0.866, 0.866]
+    on = GRPOTrainer(config(tmp_path / "on", quarantine_user_faults=True), progress=False)
+    samples, stats = on._samples([group])
+    # rescored from [1, 0, 1]: mean 2/3, sample std 0.57735
+    assert [e.trial for e, _ in samples] == [0, 1, 3]
+    assert [a for _, a in samples] == pytest.approx([0.57735, -1.154701, 0.57735], abs=1e-5)
+    assert stats["quarantined"] == 1 and stats["quarantine_dropped_groups"] == 0 and stats["groups"] == 1
+
+
+def test_quarantine_drops_a_group_left_under_its_minimum_and_counts_it(tmp_path):
+    spoiled = [scored_episode(1.0, True, 0), blamed_on_user(scored_episode(0.0, False, 1)),
+               blamed_on_user(scored_episode(0.0, False, 2)), scored_episode(0.0, False, 3)]
+    clean = [scored_episode(1.0, True, 0), scored_episode(0.0, False, 1), scored_episode(0.0, False, 2), scored_episode(1.0, True, 3)]
+    trainer = GRPOTrainer(config(tmp_path / "r", quarantine_user_faults=True, quarantine_min_group=3), progress=False)
+    samples, stats = trainer._samples([spoiled, clean])
+    assert {id(e) for e, _ in samples} == {id(e) for e in clean}
+    assert (stats["quarantined"], stats["quarantine_dropped_groups"], stats["groups_dropped"], stats["groups"]) == (2, 1, 1, 1)
+    with pytest.raises(ValueError, match=r"quarantine_min_group \(5\) cannot exceed group_size \(4\)"):
+        config(tmp_path / "x", quarantine_user_faults=True, quarantine_min_group=5)
+
+
+def test_a_steps_metrics_count_the_quarantined_episodes_and_the_user_fault_rate(tmp_path, monkeypatch):
+    trainer = GRPOTrainer(config(tmp_path / "r", quarantine_user_faults=True), progress=False)
+    trainer.start()
+    group = [e.model_copy(update={"checks": []}) for e in
+             (scored_episode(1.0, True, 0), scored_episode(0.0, False, 1), scored_episode(1.0, True, 3))]
+    group.insert(2, blamed_on_user(scored_episode(0.0, False, 2)))
+    monkeypatch.setattr(trainer, "collect_groups", lambda: ([group], 1))
+    metrics = trainer.train_step()
+    assert metrics["quarantined"] == 1 and metrics["user_fault_rate"] == 0.25 and metrics["trained_tokens"] == 6
+    trainer.close()
 
 
 def test_precision_auto_is_resolved_for_this_machine_and_recorded(tmp_path, monkeypatch):

@@ -86,6 +86,9 @@ class GRPOConfig(WorldConfig):
     drop_uniform: bool = Field(False, description="skip groups whose scored episodes all have the same reward (zero variance: no signal)")
     dynamic_sampling: bool = Field(False, description="DAPO's dynamic sampling: roll out fresh tasks while fewer than tasks_per_step groups carry signal; groups without signal are dropped")
     max_sampling_rounds: int = Field(3, ge=1, description="rollout rounds per step at most, with dynamic_sampling")
+    quarantine_user_faults: bool = Field(False, description="leave the episodes the failure attribution labels user (the "
+                                         "simulated user left its script) out of their group before advantages are computed")
+    quarantine_min_group: int = Field(2, ge=2, description="with quarantine_user_faults: a group left with fewer episodes is dropped")
     # bookkeeping
     save_every: int = Field(10, ge=1, description="checkpoint every N steps (and at the end)")
     keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk (oldest deleted)")
@@ -97,6 +100,8 @@ class GRPOConfig(WorldConfig):
         if self.split == "test" and not self.allow_test_split:
             raise ValueError("training on split 'test' would leak the evaluation set; use split: train "
                              "(or set allow_test_split: true for a throwaway experiment)")
+        if self.quarantine_min_group > self.group_size:
+            raise ValueError(f"quarantine_min_group ({self.quarantine_min_group}) cannot exceed group_size ({self.group_size})")
         if self.mini_batches > self.tasks_per_step * self.group_size:
             raise ValueError("mini_batches cannot exceed the episodes per step (tasks_per_step * group_size)")
         return self

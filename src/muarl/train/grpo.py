@@ -42,6 +42,26 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale_by_std: boo
     return centred / (rewards.std(dim=1, keepdim=True) + eps)
 
 
+def kept_advantages(rewards: torch.Tensor, quarantined: torch.Tensor, min_kept: int = 2, eps: float = 1e-6,
+                    scale_by_std: bool = True) -> torch.Tensor | None:
+    """Advantages of one group's episodes that are not ``quarantined``, from their rewards alone: ``rewards`` and
+    ``quarantined`` are ``[n]`` (float, bool), the result ``[kept]`` in the kept episodes' order, or None when
+    fewer than ``min_kept`` (at least 2) remain and the group is dropped.
+
+    Quarantine is for episodes whose reward says nothing of the policy (a simulated user that left its script):
+    kept in the group, a spoiled failure drags the mean down and hands every other episode a positive advantage
+    it did not earn. Leaving it out rescores the group from what remains, as if it had been sampled without it.
+    """
+    if min_kept < 2:
+        raise ValueError(f"min_kept must be at least 2 (advantages compare episodes), got {min_kept}")
+    if rewards.dim() != 1 or quarantined.shape != rewards.shape:
+        raise ValueError(f"rewards and quarantined must both be [n], got {tuple(rewards.shape)} and {tuple(quarantined.shape)}")
+    kept = rewards[~quarantined.bool()]
+    if kept.numel() < min_kept:
+        return None
+    return group_advantages(kept.unsqueeze(0), eps=eps, scale_by_std=scale_by_std)[0]
+
+
 def uniform_groups(correct: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(all correct, all wrong) per group, from a boolean ``[groups, n]`` tensor of episode successes."""
     return correct.all(dim=1), (~correct).all(dim=1)

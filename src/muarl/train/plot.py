@@ -31,6 +31,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("tool calls per episode", ["tool_calls_per_episode"]),
     ("tool error rate", ["tool_error_rate"]),
     ("user-fault / ungrounded-claim rate", ["user_fault_rate", "grounded_claim_failure_rate"]),
+    ("episodes quarantined (user faults)", ["quarantined"]),
     ("seconds: rollout vs update", ["rollout_seconds", "update_seconds"]),
     ("tokens/s", ["rollout_tokens_per_s", "update_tokens_per_s"]),
     ("policy loss", ["policy_loss"]),

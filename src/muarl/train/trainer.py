@@ -14,7 +14,9 @@ What it really does, step by step:
 3. Standardise rewards within each group into advantages; optionally drop groups whose rewards have zero
    variance (their advantages are all zero anyway; dropping them only changes the token-mean denominator).
    Episodes that errored (a model or user server failing after its retries) have no reward and are left out
-   of their group; an episode that outgrew the context is the policy's failure and is scored.
+   of their group; an episode that outgrew the context is the policy's failure and is scored. With
+   ``quarantine_user_faults``, so are the failures the attribution blames on the simulated user (they say
+   nothing of the policy); a group left with fewer than ``quarantine_min_group`` episodes is dropped.
 4. One pass over the batch (``mini_batches`` optimizer steps; with 1, the default, strictly on-policy so the
    "old" log-probabilities are the current ones, detached): PPO clipped loss on the policy's tokens, plus
    ``kl_coef`` times the k3 KL to the frozen initial policy, minus ``entropy_coef`` times the entropy,
@@ -39,6 +41,7 @@ from typing import Any
 import torch
 
 import muarl
+from muarl.evals.conduct import is_user_fault
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
 from muarl.reward import RewardFn
 from muarl.rollout.config import ConfigError
@@ -52,7 +55,7 @@ from muarl.train.checkpoint import (
     save_checkpoint,
 )
 from muarl.train.config import GRPOConfig
-from muarl.train.grpo import group_advantages, grpo_loss
+from muarl.train.grpo import grpo_loss, kept_advantages
 from muarl.train.metrics import MetricsWriter, episode_metrics, update_size
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, scatter_rows, supervised_logprobs
@@ -231,31 +234,53 @@ class GRPOTrainer:
         return [by_task[t.id] for t in tasks]
 
     # ---------------------------------------------------------------- update
+    def trainable(self, group: list[Episode]) -> list[Episode] | None:
+        """The episodes of a group that enter its advantages: the scored ones, less those the attribution blames
+        on the user when ``quarantine_user_faults`` is on; None when too few remain (the group is dropped)."""
+        scored = [e for e in group if e.reward is not None and e.tokens is not None]
+        if not self.cfg.quarantine_user_faults:
+            return scored if len(scored) >= 2 else None
+        kept = [e for e in scored if not is_user_fault(e)]
+        return kept if len(kept) >= self.cfg.quarantine_min_group else None
+
     def _samples(self, groups: list[list[Episode]]) -> tuple[list[tuple[Episode, float]], dict[str, float]]:
         """(episode, advantage) for every episode that trains, and the group statistics.
 
         All-correct / all-wrong ratios read the reward function's verdict (``success``); a group gives no
         signal when its rewards have zero variance, whatever their value (a turn-penalised reward can differ
-        between successes)."""
+        between successes). With ``quarantine_user_faults``, the episodes labelled ``user`` leave their group
+        first (:func:`muarl.train.grpo.kept_advantages`): ``quarantined`` counts them, and
+        ``quarantine_dropped_groups`` the groups left with fewer than ``quarantine_min_group``."""
         samples: list[tuple[Episode, float]] = []
         stats = {"groups": 0.0, "all_correct_ratio": 0.0, "all_wrong_ratio": 0.0, "uniform_ratio": 0.0, "groups_dropped": 0.0}
+        quarantine = self.cfg.quarantine_user_faults
+        if quarantine:
+            stats.update({"quarantined": 0.0, "quarantine_dropped_groups": 0.0})
         for group in groups:
             scored = [e for e in group if e.reward is not None and e.tokens is not None]
+            faults = [quarantine and is_user_fault(e) for e in scored]
+            if quarantine:
+                stats["quarantined"] += sum(faults)
             if len(scored) < 2:
                 stats["groups_dropped"] += 1
                 continue
+            advantages = kept_advantages(torch.tensor([e.reward.reward for e in scored], dtype=torch.float32), torch.tensor(faults),
+                                         min_kept=self.cfg.quarantine_min_group if quarantine else 2, scale_by_std=self.cfg.advantage_std)
+            if advantages is None:  # quarantine left too few
+                stats["quarantine_dropped_groups"] += 1
+                stats["groups_dropped"] += 1
+                continue
+            kept = [e for e, fault in zip(scored, faults) if not fault]
             stats["groups"] += 1
-            correct = [e.succeeded for e in scored]
+            correct = [e.succeeded for e in kept]
             stats["all_correct_ratio"] += all(correct)
             stats["all_wrong_ratio"] += not any(correct)
-            rewards = torch.tensor([[e.reward.reward for e in scored]], dtype=torch.float32)
-            uniform = not has_signal(scored)
+            uniform = not has_signal(kept)
             stats["uniform_ratio"] += uniform
             if uniform and (self.cfg.drop_uniform or self.cfg.dynamic_sampling):
                 stats["groups_dropped"] += 1
                 continue
-            advantages = group_advantages(rewards, scale_by_std=self.cfg.advantage_std)[0]
-            samples.extend(zip(scored, advantages.tolist()))
+            samples.extend(zip(kept, advantages.tolist()))
         if stats["groups"]:
             for key in ("all_correct_ratio", "all_wrong_ratio", "uniform_ratio"):
                 stats[key] /= stats["groups"]
@@ -357,7 +382,7 @@ class GRPOTrainer:
         for round_ in range(rounds):
             new = self.rollout(self.next_tasks(wanted), round_)
             groups += new
-            wanted -= sum(has_signal(g) for g in new)
+            wanted -= sum(has_signal(kept) for kept in map(self.trainable, new) if kept is not None)
             if wanted <= 0:
                 break
         return groups, round_ + 1
