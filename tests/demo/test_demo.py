@@ -14,6 +14,7 @@ from muarl.config import ConfigError
 from muarl.demo import run as demo_run
 from muarl.demo import stages
 from muarl.demo.config import DemoConfig, form_config
+from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 
 PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
@@ -118,6 +119,20 @@ def test_forms_and_their_guards(tmp_path):
         form_config("full", out="f", eval_tasks=10)
     with pytest.raises(ValueError, match="unknown form"):
         form_config("medium", out="m")
+
+
+def test_the_grpo_reward_is_a_demo_option_checked_before_anything_runs(tmp_path):
+    cfg = form_config("quick", out="q", reward={"name": "process", "options": {"violation_reward": 0.25}})
+    grpo = stages.grpo_config(cfg, tmp_path, "model-dir", ["t1"])
+    assert grpo.reward == RewardSpec(name="process", options={"violation_reward": 0.25}) and grpo.user == "scripted"
+    assert stages.grpo_config(form_config("quick", out="q"), tmp_path, "m", ["t1"]).reward == "outcome"  # MUA-RL's, by default
+    with pytest.raises(ConfigError, match=r"^reward 'process' has no option 'nope'; its options are"):
+        form_config("quick", out="q", reward={"name": "process", "options": {"nope": 1}})
+    with pytest.raises(ValueError, match="may not set"):
+        form_config("quick", out="q", grpo={"reward": "process"})  # one place names it
+    refused = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "x"), "--reward", "proces", "--quiet"])
+    assert refused.exit_code == 2 and "unknown reward 'proces'" in refused.output and "Traceback" not in refused.output
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_command_refuses_a_used_directory_in_one_line(tmp_path):

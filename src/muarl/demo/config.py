@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from muarl.config import YamlConfig
+from muarl.config import ConfigError, YamlConfig
 from muarl.models.precision import Precision
+from muarl.reward import RewardSpec, reward_from_setting
 
 # GRPO as the paper runs it (groups of 8 at temperature 1.0, clip 0.2, k3 KL 0.001, token-mean loss), with
 # DAPO's dynamic sampling: a group whose 8 episodes all succeed or all fail carries no advantage, so it is
@@ -26,7 +27,7 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "clip_high": 0.2, "drop_uniform": True, "dynamic_sampling": True, "max_sampling_rounds": 2,
     "save_every": 1, "keep_checkpoints": 1, "stratify_by": ["difficulty", "changes_mind"],
 }
-RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user"}
+RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user", "reward"}
 
 # The cold start's size comes from the calibration pilots in docs/benchmarks.md ("Cold start on clinic-lite" and
 # "The user changes their mind"): a cold start of 18 steps at lr 3e-5 on dialogues without a change of mind left
@@ -44,6 +45,12 @@ QUICK: dict[str, Any] = {
     "grpo_minutes": 3.0, "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
 }
 FORMS = {"quick": QUICK, "full": FULL}
+# A smoke run of the pipeline on the tiny random model, on top of a form: every stage runs, in seconds, and measures nothing.
+PILOT: dict[str, Any] = {
+    "model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2, "eval_concurrency": 4,
+    "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0, "sft_max_steps": 1, "grpo_steps": 1,
+    "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1},
+}
 
 
 class DemoConfig(YamlConfig):
@@ -71,6 +78,10 @@ class DemoConfig(YamlConfig):
     grpo_minutes: float = Field(30.0, gt=0, description="GRPO time box (rollouts and updates)")
     grpo_steps: int = Field(1000, ge=1, description="GRPO steps at most (the time box usually ends GRPO first)")
     grpo: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields overriding GRPO_DEFAULTS")
+    reward: str | RewardSpec = Field("outcome", description="the reward GRPO trains with: a name or {name, options} "
+                                     "(muarl.reward); evaluations always score the benchmark's verdict")
+    grpo_user: str = Field("scripted", description="the user GRPO trains against (scripted:faulty:0.2 for the quarantine "
+                           "experiment); every evaluation faces the scripted user")
     control: bool = Field(True, description="also train the compute-matched control: the SFT model trained further, for GRPO's minutes, on new demonstrations")
     control_lr: float | None = Field(None, gt=0, description="control learning rate (default sft_lr)")
     pilot: bool = Field(False, description="a smoke run of the pipeline (tests), not a measurement")
@@ -79,6 +90,7 @@ class DemoConfig(YamlConfig):
     def _check(self) -> DemoConfig:
         if RESERVED_GRPO & set(self.grpo):
             raise ValueError(f"grpo overrides may not set {sorted(RESERVED_GRPO & set(self.grpo))}: the demo sets them")
+        reward_from_setting(self.reward)  # an unknown reward or option is refused here, not after the cold start
         if self.base_eval_tasks > self.eval_tasks:
             raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks}): "
                              "lower it (--base-eval-tasks) or raise eval_tasks")
@@ -104,4 +116,8 @@ def form_config(form: str, **fields: Any) -> DemoConfig:
     preset = dict(FORMS[form])
     given = {k: v for k, v in fields.items() if v is not None}
     grpo = {**preset.pop("grpo", {}), **given.pop("grpo", {})}
-    return DemoConfig(**{**preset, **given, "form": form, "grpo": grpo})
+    try:
+        return DemoConfig(**{**preset, **given, "form": form, "grpo": grpo})
+    except ValidationError as exc:
+        raise ConfigError("; ".join((f"{'.'.join(map(str, e['loc']))}: " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
+                                    for e in exc.errors())) from None

@@ -88,6 +88,10 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _against(user: str | None) -> str:
+    return "" if user in (None, "scripted") else f", against {user}"
+
+
 def results_markdown(results: dict[str, Any]) -> str:
     ev, train, stages = results["eval_tasks"], results["training"], results["stages"]
     head = "PILOT (a smoke run of the pipeline; its numbers measure nothing)\n\n" if results["pilot"] else ""
@@ -129,7 +133,7 @@ def results_markdown(results: dict[str, Any]) -> str:
         f"- cold start: {train['synth']['sft_demos']} oracle demonstrations, {s['steps']} SFT steps, loss {s['first_loss']:.3f} -> {s['last_loss']:.3f}",
         (f"- cold start sampled at temperature 1 on unseen train tasks (GRPO's first step): success {_pct(g['sft_sampled_success'])}, "
          f"pass@{g['group_size']} {_pct(g['sft_pass_at_n'])} (the ceiling RL can sharpen toward)"),
-        (f"- GRPO: {g['steps']} steps, {g['episodes']} episodes, {g['groups_with_signal']} groups with signal "
+        (f"- GRPO ({g.get('reward', 'outcome')} reward{_against(g.get('user'))}): {g['steps']} steps, {g['episodes']} episodes, {g['groups_with_signal']} groups with signal "
          f"(rollouts {g['rollout_minutes']:.1f} min, updates {g['update_minutes']:.1f} min); train success "
          f"{_pct(g['train_success_first'])} at step 1, {_pct(g['train_success_mean_last5'])} over the last 5 steps"),
     ]

@@ -61,11 +61,11 @@ def _pts(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:+.1f}"
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-def _delta_cell(d: dict[str, Any] | None) -> str:
+def delta_cell(d: dict[str, Any] | None) -> str:
     if not d or d["delta"] is None:
         return "n/a"
     ci = f" [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}]" if d.get("ci95") else ""
@@ -77,7 +77,7 @@ def spread_markdown(summary: dict[str, Any]) -> str:
     lines = ["PILOT (smoke runs of the pipeline; their numbers measure nothing)", ""] if pilot else []
     lines += ["| run | RL - SFT (gained/lost, McNemar p) [paired 95% CI] | RL - control (gained/lost, McNemar p) [paired 95% CI] |",
               "| --- | --- | --- |"]
-    lines += [f"| {r['label']} | {_delta_cell(r['rl_minus_sft'])} | {_delta_cell(r['rl_minus_control'])} |" for r in summary["runs"]]
+    lines += [f"| {r['label']} | {delta_cell(r['rl_minus_sft'])} | {delta_cell(r['rl_minus_control'])} |" for r in summary["runs"]]
     cells = []
     for name, _ in COMPARED:
         d = summary["deltas"].get(name)
@@ -87,7 +87,7 @@ def spread_markdown(summary: dict[str, Any]) -> str:
     for kind, k in summary["kinds"].items():
         for run in k["runs"]:
             flag = " **fell > 10 points**" if run["flagged"] else ""
-            lines.append(f"| {kind} | {k['n']} | {run['label']} | {_pct(run['sft'])} | {_pct(run['rl'])} | {_pct(run['control'])} | "
+            lines.append(f"| {kind} | {k['n']} | {run['label']} | {pct(run['sft'])} | {pct(run['rl'])} | {pct(run['control'])} | "
                          f"{_pts(run['change'])}{flag} |")
     c = summary["criteria"]
     verdict = {True: "yes", False: "NO", None: "n/a (no control)"}

@@ -24,6 +24,7 @@ from muarl.evals.conduct import check_mean_value, check_pass_rate
 from muarl.evals.paired import success_rates
 from muarl.evals.passk import per_task, summarise
 from muarl.models.oracle import DoNothingAgent, OracleAgent
+from muarl.reward import describe_reward
 from muarl.rollout.runner import run_many
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.rollout.world import World, WorldConfig, build_world
@@ -31,8 +32,8 @@ from muarl.train.metrics import episode_metrics
 from muarl.types import Episode, Task
 
 SFT_DEMOS = "sft_demos.jsonl"
-# the user GRPO trains with and every evaluation scores against (the one who changes their mind), built from
-# its spec by build_world for both
+# the user every evaluation scores against (the one who changes their mind), built from its spec by build_world;
+# GRPO trains against ``DemoConfig.grpo_user``, this one unless the config says otherwise
 USER = "scripted"
 CONTROL_DEMOS = "control_demos.jsonl"
 
@@ -207,8 +208,8 @@ def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str
               "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
     model = ModelConfig(name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
     try:
-        return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train", user=USER,
-                          task_ids=task_ids, steps=cfg.grpo_steps)
+        return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train",
+                          user=cfg.grpo_user, reward=cfg.reward, task_ids=task_ids, steps=cfg.grpo_steps)
     except ValueError as exc:
         raise ConfigError(f"invalid GRPO settings: {exc}") from None
 
@@ -242,7 +243,8 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
     groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {
-        "model": str((ckpt / "model").resolve()), "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
+        "model": str((ckpt / "model").resolve()), "reward": describe_reward(cfg.reward), "user": cfg.grpo_user,
+        "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
         "cpu_minutes": cpu_minutes,
         "resumed_after_minutes": spent / 60 if spent else None,
         "group_size": trainer.cfg.group_size,

@@ -131,3 +131,12 @@ def parse_reward_flag(text: str) -> str | dict[str, Any]:
     if not isinstance(value, dict) or "name" not in value:
         raise ValueError(f"--reward {text!r}: give a name, or a mapping {{name: NAME, options: {{...}}}}")
     return value
+
+
+def describe_reward(setting: str | Mapping[str, Any] | RewardSpec | None) -> str:
+    """A reward setting in one phrase for tables: ``process (violation_reward=0.25)``."""
+    if setting is None or isinstance(setting, str):
+        return setting or "outcome"
+    spec = setting if isinstance(setting, RewardSpec) else RewardSpec.model_validate(dict(setting))
+    options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
+    return f"{spec.name} ({options})" if options else spec.name

@@ -1,0 +1,93 @@
+"""The reward A/B (``bench/reward_ab.py``, :mod:`muarl.demo.reward_ab`) end to end on the tiny random model: one
+shared cold start, GRPO per arm with that arm's reward, every model scored on the same held-out tasks, one table;
+a resumed run skips what finished and may add an arm. Arms are refused in one line when they cannot run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from muarl.config import ConfigError
+from muarl.demo import stages
+from muarl.demo.config import PILOT, form_config
+from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, parse_arm, run_reward_ab
+from muarl.reward import RewardSpec
+from muarl.train.config import GRPOConfig
+from muarl.types import CheckVerdict, Episode
+
+PILOT_AB = {**PILOT, "control": False}
+
+
+def test_every_arm_trains_from_one_cold_start_and_lands_in_one_table(tmp_path, monkeypatch):
+    cfg = form_config("full", out=str(tmp_path / "ab"), **PILOT_AB, grpo_user="scripted:faulty:0.5")
+    arms = [parse_arm("outcome"), parse_arm("{label: strict, reward: {name: process, options: {violation_reward: 0.1}}, "
+                                            "grpo: {quarantine_user_faults: true}}")]
+    records = run_reward_ab(cfg, arms, [0], progress=False)
+    seed = tmp_path / "ab" / "seed-0"
+    (record,) = records
+    assert set(record["models"]) == {"sft", "outcome", "strict"} and set(record["deltas"]) == {"strict"}
+    assert record["deltas"]["strict"]["n_tasks"] == 3
+    for row in record["models"].values():
+        assert set(row["per_task"]) == set(json.loads((seed / "eval_sft" / "stage.json").read_text())["per_task"])
+        assert set(row["cbw_change_of_mind"]) == {"judged", "violated", "rate", "ci95"}
+    # both arms started from the one cold start, each trained with its own reward
+    model = json.loads((seed / "sft" / "stage.json").read_text())["model"]
+    outcome, strict = (GRPOConfig.load(seed / f"grpo-{a}" / "config.yaml") for a in ("outcome", "strict"))
+    assert outcome.model.name == strict.model.name == model and outcome.task_ids == strict.task_ids
+    assert outcome.reward == "outcome" and strict.reward == RewardSpec(name="process", options={"violation_reward": 0.1})
+    assert record["training"]["strict"]["reward"] == "process (violation_reward=0.1)"
+    # GRPO faced the fault-injecting user (evaluations the scripted one); the quarantine arm left out every episode labelled user
+    assert outcome.user == strict.user == "scripted:faulty:0.5" and not outcome.quarantine_user_faults and strict.quarantine_user_faults
+    faults = {a: record["training"][a]["user_faults"] for a in ("outcome", "strict")}
+    assert faults["outcome"]["quarantined"] == 0 and faults["strict"]["quarantined"] == faults["strict"]["labelled_user"]
+    assert all(f["episodes"] == 2 for f in faults.values())
+    assert set(record["violations_per_step"]["outcome"]) >= {"confirmed_before_write", "turns_after_completion"}
+    assert (seed / "violations_per_step.png").stat().st_size > 1000
+    md = (tmp_path / "ab" / "reward_ab.md").read_text()
+    assert md.startswith("PILOT") and "strict (process (violation_reward=0.1))" in md and "vs outcome" in md
+    assert "ci_low_above_-5" in md and "violations_halved" in md
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+
+    for name in ("stage_synth", "stage_sft", "evaluate_model", "stage_grpo"):
+        monkeypatch.setattr(stages, name, refuse)
+    again = run_reward_ab(cfg, arms, [0], resume=True, progress=False)
+    assert again[0]["models"] == json.loads(json.dumps(record["models"]))
+    with pytest.raises(ConfigError, match="arm 'strict' differs from the one recorded"):
+        run_reward_ab(cfg, [arms[0], parse_arm("strict=process")], [0], resume=True, progress=False)
+
+
+def test_arms_are_parsed_and_refused_in_one_line():
+    assert parse_arm("process") == Arm(label="process", reward="process")
+    assert parse_arm("plain={name: outcome}").reward == RewardSpec(name="outcome")
+    assert parse_arm("{label: quarantined, reward: outcome, grpo: {quarantine_user_faults: true}}").grpo == {"quarantine_user_faults": True}
+    for text, message in (("bogus", "unknown reward 'bogus'"), ("x={name: process, options: {nope: 1}}", "has no option 'nope'"),
+                          ("{label: q, grpo: {user: llm:x}}", "may not override"), ("sft=outcome", "labelled sft"),
+                          ("a/b=outcome", "label")):
+        with pytest.raises(ConfigError, match=message) as err:
+            parse_arm(text)
+        assert "\n" not in str(err.value)
+    cfg = form_config("full", out="unused", **PILOT_AB)
+    with pytest.raises(ConfigError, match="at least two arms"):
+        run_reward_ab(cfg, [parse_arm("outcome")], [0])
+
+
+def judged(task_id, status):
+    return Episode(task_id=task_id, domain="clinic-lite", split="test", termination="user_stop",
+                   checks=[CheckVerdict(check="confirmed_before_write", status=status)])
+
+
+def test_violations_are_counted_over_the_change_of_mind_tasks_and_the_bar_reads_them():
+    episodes = [judged("a", "fail"), judged("b", "fail"), judged("c", "pass"), judged("d", "not_applicable"), judged("e", "fail")]
+    v = confirmation_violations(episodes, {"a", "b", "c", "d"})
+    assert (v["judged"], v["violated"], v["rate"]) == (3, 2, pytest.approx(2 / 3)) and 0 < v["ci95"][0] < 2 / 3 < v["ci95"][1]
+    assert confirmation_violations(episodes, {"d"})["rate"] is None
+    row = lambda rate, late: {"cbw_change_of_mind": {"rate": rate}, "turns_after_completion": late}  # noqa: E731
+    record = {"baseline": "outcome", "models": {"outcome": row(1.0, 2.0), "process": row(0.5, 1.0)},
+              "deltas": {"process": {"delta": -0.02, "ci95": [-0.06, 0.02]}}}
+    assert criteria(record, "process") == {"ci_low_above_-5": False, "violations_halved": True, "fewer_turns_after_completion": True}
+    record["models"]["process"] = row(0.6, 2.0)
+    record["deltas"]["process"]["ci95"] = [-0.04, 0.02]
+    assert criteria(record, "process") == {"ci_low_above_-5": True, "violations_halved": False, "fewer_turns_after_completion": False}
