@@ -108,7 +108,8 @@ def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, mode
     assert exported.exit_code == 0, exported.output
     user_model = LocalChatClient(local_policy("tiny-random", precision="fp32", max_new_tokens=6))
     with LocalModelServer(user_model) as server:
-        world = {**WORLD, "user_base_url": server.base_url}
+        # a reward with options, named in the agent-loop YAML entry as in any world section
+        world = {**WORLD, "user_base_url": server.base_url, "reward": {"name": "checklist", "options": {"partial_weight": 0.5, "turn_cost": 0.01}}}
         # muarl's own rollout of the same task and seed, greedy policy
         (tmp_path / "rollout.yaml").write_text(yaml.safe_dump({**world, "domain": "toy", "split": "train", "seed": 7,
                                                                 "agent": f"local:{model_dir}", "temperature": 0.0, "precision": "fp32",
@@ -136,7 +137,8 @@ def test_a_row_runs_through_verls_worker_as_muarl_rollout_runs_it(tmp_path, mode
     # ... and the sequence, mask and reward are muarl rollout's for the task and seed
     assert prompt_ids + response_ids == ours.tokens.input_ids
     assert [0] * len(prompt_ids) + response_mask == ours.tokens.loss_mask
-    assert out.batch["rm_scores"][0].sum().item() == ours.reward.reward
+    assert out.batch["rm_scores"][0].sum().item() == pytest.approx(ours.reward.reward, abs=1e-6)
+    assert {"outcome", "writes", "outputs", "credit"} <= set(ours.reward.components)  # scored by the checklist the YAML named
     assert out.non_tensor_batch["muarl_termination"][0] == ours.termination
     assert out.non_tensor_batch["muarl_agent_turns"][0] == ours.agent_turns
     # turns in the tokens: up to the policy's last turn (the user's closing line is never rendered for it)
