@@ -12,6 +12,7 @@ clinic-lite task whose patient changes their mind (phone 555-323-4178, then 555-
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -119,6 +120,9 @@ def test_process_pays_nothing_for_a_success_that_wrote_the_unconfirmed_revision(
     assert info.components == {"outcome": 1.0, "process": 0.0}
     assert [v.split(":")[0] for v in info.details["violations"]] == ["confirmed_before_write"]
     assert d.score(make_reward("process", violation_reward=0.25), task).reward == 0.25
+    # the gates are the domain's to name: a world whose policy does not make confirmation a hard rule pays it in full
+    lenient = replace(lite, process_checks=("grounded_actions", "grounded_facts"))
+    assert make_reward("process")(lenient, task, d.state.hash(), d.messages, d.turns).reward == 1.0
 
 
 def test_process_pays_nothing_for_an_ungrounded_fact_unless_that_gate_is_dropped(lite, task):

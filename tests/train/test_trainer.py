@@ -158,6 +158,9 @@ def test_quarantine_rescores_a_group_without_the_episodes_the_user_spoiled(tmp_p
     assert [e.trial for e, _ in samples] == [0, 1, 3]
     assert [a for _, a in samples] == pytest.approx([0.57735, -1.154701, 0.57735], abs=1e-5)
     assert stats["quarantined"] == 1 and stats["quarantine_dropped_groups"] == 0 and stats["groups"] == 1
+    # dynamic sampling counts a group's signal after the quarantine, as the update will see it
+    spoiled_only = [scored_episode(1.0, True, 0), blamed_on_user(scored_episode(0.0, False, 1)), scored_episode(1.0, True, 2)]
+    assert has_signal(spoiled_only) and not has_signal(on.trainable(spoiled_only)) and off.trainable(spoiled_only) == spoiled_only
 
 
 def test_quarantine_drops_a_group_left_under_its_minimum_and_counts_it(tmp_path):
