@@ -153,6 +153,8 @@ def test_checklist_gives_half_credit_for_the_right_write_without_the_fee(lite, t
     info = d.score(make_reward("checklist", partial_weight=0.5), task)
     assert not info.success and info.reward == pytest.approx(0.5 * 1 / 2)  # 1 of 2 sub-tasks, at half weight
     assert info.components["writes"] == 1.0 and info.components["outputs"] == 0.0
+    explicit = opening(lite, task).calls("update_contact_info", patient_id="P716", phone=FINAL, email=None).says("Done.").user("###STOP###")
+    assert explicit.score(make_reward("checklist"), task).components["writes"] == 1.0  # an explicit null is no other value
     nothing = opening(lite, task).says("Goodbye.").user("###STOP###").score(make_reward("checklist"), task)
     assert nothing.reward == 0.0 and nothing.components["credit"] == 0.0
 

@@ -55,13 +55,15 @@ def gold_writes(domain: Domain, task: Task) -> list[Action]:
     return [a for a in task.actions if a.requestor != "user" and a.name in writes]
 
 
-def _leaves(arguments: Any) -> list[str]:
-    return sorted(normalise(v) for v in leaf_values(arguments))
+def _stated(arguments: dict[str, Any]) -> dict[str, list[str]]:
+    """The arguments that carry a value (an explicit null or empty one is the same as leaving it out), each as
+    its normalised leaf values."""
+    stated = {k: sorted(normalise(v) for v in leaf_values(value)) for k, value in arguments.items()}
+    return {k: v for k, v in stated.items() if v}
 
 
 def _same_call(name: str, arguments: dict[str, Any] | None, action: Action) -> bool:
-    return name == action.name and arguments is not None and sorted(arguments) == sorted(action.kwargs) \
-        and all(_leaves(arguments[k]) == _leaves(v) for k, v in action.kwargs.items())
+    return name == action.name and arguments is not None and _stated(arguments) == _stated(action.kwargs)
 
 
 def checklist(domain: Domain, task: Task, messages: Sequence[Message]) -> dict[str, float]:

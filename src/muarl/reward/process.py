@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from muarl.checks import CHECKS
 from muarl.domains.base import Domain, RewardFn
 from muarl.reward.outcome import outcome_reward
 from muarl.types import Episode, Message, RewardInfo, Task
@@ -28,8 +29,6 @@ READS_ENDING = ("turn_limit", "turns_after_completion")  # checks that read Epis
 def process_reward(violation_reward: float = 0.0, checks: Sequence[str] | None = None) -> RewardFn:
     """The outcome gated by ``checks`` (default: each domain's ``process_checks``); a gated success earns
     ``violation_reward`` in [0, 1)."""
-    from muarl.checks import CHECKS
-
     if not isinstance(violation_reward, (int, float)) or isinstance(violation_reward, bool) or not 0 <= violation_reward < 1:
         raise ValueError(f"reward option violation_reward must be in [0, 1) (a breach worth less than a clean success), got {violation_reward!r}")
     if checks is not None:
@@ -59,14 +58,16 @@ def process_reward(violation_reward: float = 0.0, checks: Sequence[str] | None =
 def violated(domain: Domain, task: Task, messages: Sequence[Message], names: Sequence[str]) -> list[str]:
     """``"check: why"`` for each of the named checks the trajectory fails (a check that raises counts as failed:
     a reward cannot vouch for what it could not judge)."""
-    from muarl.checks import CHECKS
-
     # the checks read the messages only (the gates exclude those that read the ending): the episode is a carrier
     episode = Episode(task_id=task.id, domain=domain.name, split=task.split, messages=list(messages), termination="user_stop")
     found = []
     for name in names:
+        check = CHECKS.get(name)
+        if check is None:  # a domain naming a check that does not exist: said, never raised mid-episode
+            found.append(f"{name}: no such check (Domain.process_checks of {domain.name})")
+            continue
         try:
-            verdict = CHECKS[name](domain, task, episode)
+            verdict = check(domain, task, episode)
         except Exception as exc:  # noqa: BLE001 - a defect of the check: the success is not vouched for
             found.append(f"{name}: the check failed ({type(exc).__name__})")
             continue
