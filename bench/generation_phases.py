@@ -30,14 +30,12 @@ import argparse
 import asyncio
 import collections
 import json
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import engine_arms
 from muarl.domains import load_domain
 from muarl.models import batched_generation, kv_cache
 from muarl.models.hf_loading import load_causal_lm
@@ -98,19 +96,10 @@ def run(args: argparse.Namespace) -> dict:
 
 def compare(args: argparse.Namespace, argv: list[str]) -> dict:
     """Run the engine of ``args.compare`` (old) and of this tree (new) in turn, ``args.rounds`` times each."""
-    trees = {"old": str(Path(args.compare).resolve()), "new": str(Path(kv_cache.__file__).parents[2])}
-    child = [a for i, a in enumerate(argv) if a != "--compare" and (i == 0 or argv[i - 1] != "--compare")]
-    runs: dict[str, list[dict]] = {"old": [], "new": []}
-    for r in range(args.rounds):
-        for arm in ("old", "new") if r % 2 == 0 else ("new", "old"):
-            with tempfile.NamedTemporaryFile(suffix=".json") as out:
-                env = {**os.environ, "PYTHONPATH": trees[arm]}
-                subprocess.run([sys.executable, __file__, *child, "--json-out", out.name], env=env, check=True)
-                result = json.loads(Path(out.name).read_text())
-            print(json.dumps({arm: {k: v for k, v in result.items() if k != "traces"}}), flush=True)
-            runs[arm].append(result)
-    median = {measure: {arm: statistics.median(r[measure] for r in rs) for arm, rs in runs.items()}
-              for measure in ("wall_seconds", "cpu_seconds")}
+    trees = engine_arms.compare_trees(args.compare)
+    runs = engine_arms.alternate(__file__, engine_arms.without_options(argv, "--compare"), trees, args.rounds,
+                                 show=lambda arm, result: print(json.dumps({arm: {k: v for k, v in result.items() if k != "traces"}}), flush=True))
+    median = engine_arms.medians(runs, ("wall_seconds", "cpu_seconds"))
     traces = [r["traces"] for rs in runs.values() for r in rs]  # per run: task id -> [token ids, log-probabilities]
     ids = [{task: trace[0] for task, trace in t.items()} for t in traces]
     return {
