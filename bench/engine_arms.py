@@ -12,6 +12,7 @@ A bench imports this module as a sibling (``python bench/x.py`` puts ``bench/`` 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -20,6 +21,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import muarl
 
@@ -76,3 +78,24 @@ def medians(runs: dict[str, list[dict]], measures: Sequence[str]) -> dict[str, d
 def compare_trees(old_src: str) -> dict[str, str]:
     """The two arms of a ``--compare OLD_SRC`` run: the older tree and this one."""
     return {"old": str(Path(old_src).resolve()), "new": this_tree()}
+
+
+def add_options(parser: argparse.ArgumentParser, rounds: int) -> None:
+    """``--compare OLD_SRC``, ``--rounds`` and a child's hidden ``--json-out``."""
+    parser.add_argument("--compare", metavar="OLD_SRC", help="also run the engine of this src tree, alternating (see above)")
+    parser.add_argument("--rounds", type=int, default=rounds, help="with --compare: runs of each engine")
+    parser.add_argument("--json-out", help=argparse.SUPPRESS)  # a --compare child's result
+
+
+def dispatch(args: argparse.Namespace, compare: Callable[[argparse.Namespace, list[str]], dict],
+             run: Callable[[argparse.Namespace], dict], shown: Callable[[dict], dict] = lambda result: result) -> None:
+    """What a bench's ``main`` does with its options parsed: with ``--compare``, print ``compare(args, argv)``; in a
+    child, write ``run(args)`` to ``--json-out``; else print ``shown(run(args))``."""
+    if args.compare:
+        print(json.dumps(compare(args, sys.argv[1:]), indent=1))
+        return
+    result: Any = run(args)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result))
+    else:
+        print(json.dumps(shown(result), indent=1))

@@ -30,9 +30,7 @@ import argparse
 import asyncio
 import collections
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import engine_arms
@@ -120,19 +118,8 @@ def main() -> None:
     p.add_argument("--max-turns", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--fp32", action="store_true", help="float32 generation (default: bfloat16 autocast)")
-    p.add_argument("--compare", metavar="OLD_SRC", help="also run the engine of this src tree, alternating (see above)")
-    p.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each engine")
-    p.add_argument("--json-out", help=argparse.SUPPRESS)  # a --compare child's result
-    args = p.parse_args()
-    if args.compare:
-        print(json.dumps(compare(args, sys.argv[1:]), indent=1))
-        return
-    result = run(args)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result))
-    else:
-        print(json.dumps({k: v for k, v in result.items() if k != "traces"}, indent=1))
-
+    engine_arms.add_options(p, rounds=2)
+    engine_arms.dispatch(p.parse_args(), compare, run, shown=lambda result: {k: v for k, v in result.items() if k != "traces"})
 
 if __name__ == "__main__":
     main()
