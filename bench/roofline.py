@@ -5,9 +5,10 @@ step's floor on it, and the engine's real step, as a fraction.
 (``a = b``, 8 bytes moved per float), triad (``a = b + s*c``, 12) and read (``sum(b)``, 4) over arrays of
 ``--stream-mb`` (default: twice the largest cache the kernel reports, so the arrays cannot stay cached); median of
 ``--repeats``. Matmul throughput in float32 and bfloat16: a large square product (the peak), and every product a
-decode step of the model does (below), in both dtypes, each timed hot (the same operands again and again, so the
-figure is the kernel's arithmetic at that shape, its call overhead included, not memory traffic: memory is the
-bandwidth's term).
+decode step of the model does (below), in both dtypes, each timed hot: the same operands again and again, and of a
+product whose right operand exceeds 1 MiB only a part (fewer of its batched products, or fewer output columns of
+a single one), so that the figure is the kernel's arithmetic at that shape, its call overhead included, not
+memory traffic (memory is the bandwidth's term).
 
 **The floor of one decode step**, for ``--rows`` rows that share a ``--prefix``-token prefix and each have their
 own ``--suffix`` tokens (comma-separated: the rows take the lengths in turn). The step's products, each over all
@@ -77,6 +78,7 @@ from muarl.models.hf_loading import load_causal_lm
 
 BYTES = {"bf16": 2, "fp32": 4}
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+HOT_BYTES = 2**20  # a right operand this large stays in the L2 caches of the cores splitting the product
 
 
 # ---------------------------------------------------------------------------- the floor (pure arithmetic)
@@ -217,21 +219,32 @@ def stream_bandwidth(megabytes: int, repeats: int) -> dict[str, float]:
     return {name: moved / call_seconds(fn, repeats, 0.0) for name, (fn, moved) in kernels.items()}
 
 
-def product_throughput(p: Product, repeats: int, min_seconds: float) -> float:
-    """FLOP/s of ``p``'s matmul at its shape and dtype, hot (the same operands every call)."""
+def hot_part(p: Product) -> tuple[int, int]:
+    """(batch, n) of the part of ``p`` that is timed: all of it when its right operand fits in ``HOT_BYTES``, else
+    fewer batch entries (each is the same product on other numbers), or fewer output columns of a single product, so
+    that the operands stay in the cores' caches and the time is arithmetic, not memory traffic."""
+    per_column = p.k * BYTES[p.dtype]
+    if p.batch > 1:
+        return max(1, min(p.batch, HOT_BYTES // (per_column * p.n))), p.n
+    return 1, max(min(p.n, 64), min(p.n, HOT_BYTES // per_column))
+
+
+def product_throughput(p: Product, repeats: int, min_seconds: float, hot: bool = True) -> float:
+    """FLOP/s of ``p``'s matmul at its dtype and shape (``hot``: of its :func:`hot_part`), the same operands every call."""
+    batch, n = hot_part(p) if hot else (p.batch, p.n)
     g = torch.Generator().manual_seed(0)
     dtype = DTYPES[p.dtype]
-    a = torch.randn(p.batch, p.m, p.k, generator=g).to(dtype)
-    b = torch.randn(p.batch, *((p.n, p.k) if p.b_rows_are_n else (p.k, p.n)), generator=g).to(dtype)
-    if p.batch == 1:  # a plain 2-D product, as nn.Linear runs it
+    a = torch.randn(batch, p.m, p.k, generator=g).to(dtype)
+    b = torch.randn(batch, *((n, p.k) if p.b_rows_are_n else (p.k, n)), generator=g).to(dtype)
+    if batch == 1:  # a plain 2-D product, as nn.Linear runs it
         a, b = a[0], b[0]
     right = b.mT if p.b_rows_are_n else b
-    return 2 * p.batch * p.m * p.k * p.n / call_seconds(lambda: torch.matmul(a, right), repeats, min_seconds)
+    return 2 * batch * p.m * p.k * n / call_seconds(lambda: torch.matmul(a, right), repeats, min_seconds)
 
 
 def peak_throughput(size: int, repeats: int, min_seconds: float) -> dict[str, float]:
     """FLOP/s of a ``size``-cubed product per dtype: the machine's arithmetic peak as torch reaches it."""
-    return {dtype: product_throughput(Product("peak", "", 1, size, size, size, dtype, True, 0, 0), repeats, min_seconds)
+    return {dtype: product_throughput(Product("peak", "", 1, size, size, size, dtype, True, 0, 0), repeats, min_seconds, hot=False)
             for dtype in DTYPES}
 
 

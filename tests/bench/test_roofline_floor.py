@@ -84,3 +84,15 @@ def test_model_shape_from_a_config_without_head_dim(roofline):
     config = SimpleNamespace(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3,
                              intermediate_size=1536, vocab_size=49152)
     assert roofline.ModelShape.of(config) == roofline.ModelShape(30, 576, 9, 3, 64, 1536, 49152)
+
+
+def test_hot_part_keeps_the_right_operand_within_a_mebibyte(roofline):
+    def product(batch, k, n, dtype):
+        return roofline.Product("x", "part", batch, 64, k, n, dtype, True, 0, 0)
+
+    # SmolLM2's float32 head: 576 x 4 bytes a column, 2**20 // 2304 = 455 of its 49,152 columns
+    assert roofline.hot_part(product(1, 576, 49152, "fp32")) == (1, 455)
+    # a row's keys over 2,800 positions, bf16: 64 x 2,800 x 2 = 358,400 bytes each, so 2 of the 192 rows x heads
+    assert roofline.hot_part(product(192, 64, 2800, "bf16")) == (2, 2800)
+    assert roofline.hot_part(product(3, 64, 300, "bf16")) == (3, 300)  # fits whole
+    assert roofline.hot_part(product(1, 2**20, 4096, "fp32")) == (1, 64)  # never fewer than 64 columns
