@@ -6,8 +6,8 @@ step's floor on it, and the engine's real step, as a fraction.
 ``--stream-mb`` (default: twice the largest cache the kernel reports, so the arrays cannot stay cached); median of
 ``--repeats``. Matmul throughput in float32 and bfloat16: a large square product (the peak), and every product a
 decode step of the model does (below), in both dtypes, each timed hot: the same operands again and again, and of a
-product whose right operand exceeds 1 MiB only a part (fewer of its batched products, or fewer output columns of
-a single one), so that the figure is the kernel's arithmetic at that shape, its call overhead included, not
+product whose right operand exceeds 1 MiB only a part (fewer of its batched products, at least 4, or fewer output
+columns of a single one), so that the figure is the kernel's arithmetic at that shape, its call overhead included, not
 memory traffic (memory is the bandwidth's term).
 
 **The floor of one decode step**, for ``--rows`` rows that share a ``--prefix``-token prefix and each have their
@@ -222,10 +222,11 @@ def stream_bandwidth(megabytes: int, repeats: int) -> dict[str, float]:
 def hot_part(p: Product) -> tuple[int, int]:
     """(batch, n) of the part of ``p`` that is timed: all of it when its right operand fits in ``HOT_BYTES``, else
     fewer batch entries (each is the same product on other numbers), or fewer output columns of a single product, so
-    that the operands stay in the cores' caches and the time is arithmetic, not memory traffic."""
+    that the operands stay in the cores' caches and the time is arithmetic, not memory traffic (a batched product stays
+    a batched one: a single ``[m, k] @ [k, n]`` takes another kernel)."""
     per_column = p.k * BYTES[p.dtype]
-    if p.batch > 1:
-        return max(1, min(p.batch, HOT_BYTES // (per_column * p.n))), p.n
+    if p.batch > 1:  # at least 4: over 1 or 2, the call's own overhead would weigh far more than in the whole product
+        return max(min(p.batch, 4), min(p.batch, HOT_BYTES // (per_column * p.n))), p.n
     return 1, max(min(p.n, 64), min(p.n, HOT_BYTES // per_column))
 
 
@@ -236,7 +237,7 @@ def product_throughput(p: Product, repeats: int, min_seconds: float, hot: bool =
     dtype = DTYPES[p.dtype]
     a = torch.randn(batch, p.m, p.k, generator=g).to(dtype)
     b = torch.randn(batch, *((n, p.k) if p.b_rows_are_n else (p.k, n)), generator=g).to(dtype)
-    if batch == 1:  # a plain 2-D product, as nn.Linear runs it
+    if p.batch == 1:  # a plain 2-D product, as nn.Linear runs it
         a, b = a[0], b[0]
     right = b.mT if p.b_rows_are_n else b
     return 2 * batch * p.m * p.k * n / call_seconds(lambda: torch.matmul(a, right), repeats, min_seconds)
