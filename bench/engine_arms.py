@@ -80,10 +80,18 @@ def compare_trees(old_src: str) -> dict[str, str]:
     return {"old": str(Path(old_src).resolve()), "new": this_tree()}
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_options(parser: argparse.ArgumentParser, rounds: int) -> None:
     """``--compare OLD_SRC``, ``--rounds`` and a child's hidden ``--json-out``."""
     parser.add_argument("--compare", metavar="OLD_SRC", help="also run the engine of this src tree, alternating (see above)")
-    parser.add_argument("--rounds", type=int, default=rounds, help="with --compare: runs of each engine")
+    parser.add_argument("--rounds", type=positive, default=rounds, help="with --compare: runs of each engine")
     parser.add_argument("--json-out", help=argparse.SUPPRESS)  # a --compare child's result
 
 

@@ -47,8 +47,10 @@ import time
 from pathlib import Path
 
 import engine_arms
+from muarl.config import ConfigError
 from muarl.demo.config import form_config
 from muarl.demo.stages import grpo_config
+from muarl.models.hf_loading import ModelLoadError
 from muarl.train.trainer import GRPOTrainer
 
 MEASURES = ("generated_tokens_per_s", "generated_tokens_per_cpu_s", "wall_seconds", "cpu_seconds")
@@ -116,12 +118,18 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m-instruct", help="the policy (the demo's cold start: OUT/sft/run/model)")
     p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rows", type=int, help="most rows per decode step (default: the engine's rollout_batch_rows)")
-    p.add_argument("--tasks", type=int, help="tasks of the step (default: the demo's 8)")
+    p.add_argument("--rows", type=engine_arms.positive, help="most rows per decode step (default: the engine's rollout_batch_rows)")
+    p.add_argument("--tasks", type=engine_arms.positive, help="tasks of the step (default: the demo's 8)")
     p.add_argument("--group", type=int, help="episodes per task (default: the demo's 8)")
-    p.add_argument("--max-turns", type=int, help="agent turns per episode (default: the demo's)")
+    p.add_argument("--max-turns", type=engine_arms.positive, help="agent turns per episode (default: the demo's)")
     engine_arms.add_options(p, rounds=1)
-    engine_arms.dispatch(p.parse_args(), compare, run)
+    args = p.parse_args()
+    if args.group is not None and args.group < 2:
+        p.error("--group must be at least 2: GRPO's advantages compare the episodes of a group")
+    try:
+        engine_arms.dispatch(args, compare, run)
+    except (ConfigError, ModelLoadError) as exc:  # a bad --model, --group, ...: the config's own message
+        raise SystemExit(f"grpo_rollouts: {exc}") from None
 
 if __name__ == "__main__":
     main()

@@ -276,8 +276,8 @@ def token_ids(tokenizer: object, vocab: int, count: int, seed: int) -> list[int]
 
 def suffix_lengths(args: argparse.Namespace) -> list[int]:
     lengths = [int(n) for n in str(args.suffix).split(",")]
-    if any(n < 1 for n in lengths) or args.rows < 1 or args.prefix < 1:
-        raise SystemExit("--rows, --prefix and every --suffix length must be at least 1")
+    if any(n < 1 for n in lengths) or args.prefix < 1:
+        raise SystemExit("--prefix and every --suffix length must be at least 1")
     return [lengths[r % len(lengths)] for r in range(args.rows)]
 
 
@@ -367,21 +367,25 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--rows", type=engine_arms.positive, default=64)
     p.add_argument("--prefix", type=int, default=2500, help="tokens every row shares")
     p.add_argument("--suffix", default="300", help="each row's own tokens: one length, or several, comma-separated, taken in turn")
     p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="bf16 autocast or float32 (auto: the engine's choice here)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's, which the engine uses)")
-    p.add_argument("--steps", type=int, default=8, help="decode steps timed")
+    p.add_argument("--threads", type=engine_arms.positive, help="torch threads (default: torch's, which the engine uses)")
+    p.add_argument("--steps", type=engine_arms.positive, default=8, help="decode steps timed")
     p.add_argument("--warmup", type=int, default=1, help="decode steps run before the timed ones")
-    p.add_argument("--repeats", type=int, default=5, help="repetitions of every machine measurement (median)")
+    p.add_argument("--repeats", type=engine_arms.positive, default=5, help="repetitions of every machine measurement (median)")
     p.add_argument("--min-seconds", type=float, default=0.2, help="least time one repetition of a matmul lasts")
-    p.add_argument("--stream-mb", type=int, help="MB per stream array (default: twice the largest cache, at least 256)")
-    p.add_argument("--peak-size", type=int, default=2048, help="side of the square matmul that measures the peak")
+    p.add_argument("--stream-mb", type=engine_arms.positive, help="MB per stream array (default: twice the largest cache, at least 256)")
+    p.add_argument("--peak-size", type=engine_arms.positive, default=2048, help="side of the square matmul that measures the peak")
     p.add_argument("--src", help="time the engine of this src tree (in a child process)")
     engine_arms.add_options(p, rounds=1)
     p.add_argument("--step-only", action="store_true", help=argparse.SUPPRESS)  # a child: the engine's step only
     args = p.parse_args()
+    if args.src and args.compare:
+        p.error("--src and --compare are two ways to choose the engines: give one")
+    if args.warmup < 0:
+        p.error("--warmup cannot be negative")
     args.precision = resolve_precision(args.precision)
     if args.threads:
         torch.set_num_threads(args.threads)
