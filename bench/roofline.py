@@ -37,8 +37,8 @@ row (``per_row``: today's engine, where every row holds its own padded copy of t
 can win. The fraction is ``floor (shared) / measured step``: 1.0 would be at the machine's limit.
 
 **The engine's step** is the real one, built the way rollouts build it, so whatever the engine of ``--src`` does is
-what is timed: a ``LocalPolicy`` (``--model``, bf16 autocast or float32); each row's session cache from its
-``PrefixCache.session_cache`` (the prefix prefilled once), a ``GenerationRequest`` feeding the row's suffix
+what is timed: a ``LocalPolicy`` (``--model``, bf16 autocast or float32); each row started as a session starts
+(the prefix prefilled once, then shared or copied as the engine does), a ``GenerationRequest`` feeding the row's suffix
 through the policy's ``BatchedGenerator`` (its admission prefills the suffix on the row's cache and joins the rows
 into its batch), then decode steps until every row has sampled its budget. The generator's stop ids are emptied so
 that every row runs to its budget and every timed step has the whole batch; the first ``--warmup`` steps and the
@@ -70,6 +70,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -281,10 +282,22 @@ def suffix_lengths(args: argparse.Namespace) -> list[int]:
     return [lengths[r % len(lengths)] for r in range(args.rows)]
 
 
+def session_request(policy: Any, prefix: list[int], feed: list[int], budget: int, seed: int) -> Any:
+    """A row's first turn as a session starts it (``LocalSession._system_turn``: a shared prefix the row continues, or
+    a cache holding a copy of it, whichever the engine under test does), then ``feed`` to prefill and decode."""
+    from muarl.models.batched_generation import GenerationRequest
+    from muarl.models.local_engine import LocalSession
+
+    session = LocalSession(policy, [], seed)
+    session._system_turn(prefix)
+    shared = {"prefix": session._prefix} if getattr(session, "_prefix", None) is not None else {}  # engines with prefix-shared attention
+    return GenerationRequest(cache=session._cache if session._cache is not None else policy.kv_cache(), feed=feed, budget=budget,
+                             generator=torch.Generator().manual_seed(seed), **shared)
+
+
 def measure_step(args: argparse.Namespace) -> dict:
     """The engine's decode step on the bench's shape (module docstring), with the engine importable here."""
     from muarl.models import kv_cache
-    from muarl.models.batched_generation import GenerationRequest
     from muarl.models.local_engine import LocalPolicy, SamplingConfig
 
     model, tokenizer = load_causal_lm(args.model)
@@ -308,9 +321,7 @@ def measure_step(args: argparse.Namespace) -> dict:
     suffixes = suffix_lengths(args)
     prefix = token_ids(tokenizer, model.config.vocab_size, args.prefix, seed=0)
     budget = args.warmup + args.steps + 2  # a token at admission, warm-up and timed steps, a last step where rows leave
-    requests = [GenerationRequest(cache=policy.prefix_cache.session_cache(prefix, policy.prefill),
-                                  feed=token_ids(tokenizer, model.config.vocab_size, n, seed=1 + r), budget=budget,
-                                  generator=torch.Generator().manual_seed(r))
+    requests = [session_request(policy, prefix, token_ids(tokenizer, model.config.vocab_size, n, seed=1 + r), budget, r)
                 for r, n in enumerate(suffixes)]
 
     async def decode() -> None:

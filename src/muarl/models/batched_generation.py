@@ -41,6 +41,7 @@ import torch
 
 from muarl.models.kv_cache import RowBatch
 from muarl.models.prefix_attention import SharedPrefix, rows_logits
+from muarl.models.sampling_weights import SamplingWeights
 
 SETTLE_LIMIT = 20  # event-loop passes to wait for more requests before a step (each pass costs microseconds)
 
@@ -71,13 +72,14 @@ class GeneratorStats:
 class BatchedGenerator:
     """Owns the model's forward passes for every session of a :class:`~muarl.models.local_engine.LocalPolicy`."""
 
-    def __init__(self, model: Any, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16,
+    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16,
                  split: bool = False):
-        """``sample(logits, generator) -> (token, logprob)`` draws one token from a 1-D float logits vector.
-        ``split``: run prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
+        """``weights``: the model to run (its current sampling copy is taken at every forward). ``sample(logits,
+        generator) -> (token, logprob)`` draws one token from a 1-D float logits vector. ``split``: run
+        prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
-        self.model = model
+        self.weights = weights
         self.sample = sample
         self.stop_ids = stop_ids
         self.bf16 = bf16
@@ -131,8 +133,6 @@ class BatchedGenerator:
             seen = len(self._waiting)
             await asyncio.sleep(0)
 
-    def _device(self) -> torch.device:
-        return next(self.model.parameters()).device
 
     def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         """Prefill waiting requests (one forward each) and move the unfinished ones into the batch, all in one
@@ -140,9 +140,10 @@ class BatchedGenerator:
         joining = []
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
-            feed = torch.tensor([request.feed], device=self._device())
+            model = self.weights.model()
+            feed = torch.tensor([request.feed], device=next(model.parameters()).device)
             with torch.no_grad():
-                logits = rows_logits(self.model, self.bf16, self.split, feed, request.cache, [request.prefix],
+                logits = rows_logits(model, self.bf16, self.split, feed, request.cache, [request.prefix],
                                      [request.cache.get_seq_length()], [0])
             finished = self._take(request, logits[0])
             self._waiting.pop(0)
@@ -158,10 +159,10 @@ class BatchedGenerator:
             request.cache = None  # the batch holds a copy now
 
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
-        device = self._device()
-        feed = torch.tensor([[r.sampled[-1]] for r in rows], device=device)
+        model = self.weights.model()
+        feed = torch.tensor([[r.sampled[-1]] for r in rows], device=next(model.parameters()).device)
         with torch.no_grad():
-            logits = rows_logits(self.model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
+            logits = rows_logits(model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
         batch.advance()
         self.stats.decode_steps += 1
         self.stats.decoded_rows += len(rows)

@@ -88,6 +88,7 @@ class LocalPolicy(TokenFormat, Agent):
         from muarl.models.batched_generation import BatchedGenerator
         from muarl.models.kv_cache import PrefixCache
         from muarl.models.prefix_attention import supports_prefix_attention
+        from muarl.models.sampling_weights import SamplingWeights
 
         super().__init__(tokenizer, chat_format)
         self.model = model
@@ -96,7 +97,8 @@ class LocalPolicy(TokenFormat, Agent):
         large_tensors_from_mmap()  # growing KV caches otherwise fragment the heap without bound
         self.prefix_cache = PrefixCache(model) if share_prefix else None
         self.split = supports_prefix_attention(model)  # sessions keep the shared prefix out of their caches
-        self.generator = BatchedGenerator(model, self._sample, self.stop_ids, bf16=self.sampling.bf16,
+        self.weights = SamplingWeights(model, self.sampling.bf16)  # what the forwards run: bf16 linears cast once
+        self.generator = BatchedGenerator(self.weights, self._sample, self.stop_ids, bf16=self.sampling.bf16,
                                           max_rows=max_batch_rows, split=self.split) if batch else None
 
     @classmethod
@@ -124,10 +126,11 @@ class LocalPolicy(TokenFormat, Agent):
 
         from muarl.models.logits import autocast_for, causal_lm_parts
 
+        model = self.weights.model()
         cache = self.kv_cache()
-        feed = torch.tensor([ids], device=next(self.model.parameters()).device)
-        with torch.no_grad(), autocast_for(self.model, self.sampling.bf16):
-            causal_lm_parts(self.model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
+        feed = torch.tensor([ids], device=next(model.parameters()).device)
+        with torch.no_grad(), autocast_for(model, self.sampling.bf16):
+            causal_lm_parts(model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
         return cache
 
     def context_size(self) -> int:
@@ -171,15 +174,16 @@ class LocalSession(TokenSession):
         from muarl.models.prefix_attention import rows_logits
 
         policy = self.policy
+        model = policy.weights.model()
         if self._cache is None:
             self._cache = self.policy.kv_cache()
-        device = next(policy.model.parameters()).device
+        device = next(model.parameters()).device
         feed = torch.tensor([self.ids[self._n_cached:]], device=device)
         sampled: list[int] = []
         logprobs: list[float] = []
         with torch.no_grad():
             for _ in range(budget):
-                logits = rows_logits(policy.model, policy.sampling.bf16, policy.split, feed, self._cache, [self._prefix],
+                logits = rows_logits(model, policy.sampling.bf16, policy.split, feed, self._cache, [self._prefix],
                                      [self._cache.get_seq_length()], [0])
                 token, logprob = policy._sample(logits[0].cpu(), self._generator)
                 sampled.append(token)
