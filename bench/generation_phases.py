@@ -30,14 +30,10 @@ import argparse
 import asyncio
 import collections
 import json
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+import engine_arms
 from muarl.domains import load_domain
 from muarl.models import batched_generation, kv_cache
 from muarl.models.hf_loading import load_causal_lm
@@ -98,19 +94,10 @@ def run(args: argparse.Namespace) -> dict:
 
 def compare(args: argparse.Namespace, argv: list[str]) -> dict:
     """Run the engine of ``args.compare`` (old) and of this tree (new) in turn, ``args.rounds`` times each."""
-    trees = {"old": str(Path(args.compare).resolve()), "new": str(Path(kv_cache.__file__).parents[2])}
-    child = [a for i, a in enumerate(argv) if a != "--compare" and (i == 0 or argv[i - 1] != "--compare")]
-    runs: dict[str, list[dict]] = {"old": [], "new": []}
-    for r in range(args.rounds):
-        for arm in ("old", "new") if r % 2 == 0 else ("new", "old"):
-            with tempfile.NamedTemporaryFile(suffix=".json") as out:
-                env = {**os.environ, "PYTHONPATH": trees[arm]}
-                subprocess.run([sys.executable, __file__, *child, "--json-out", out.name], env=env, check=True)
-                result = json.loads(Path(out.name).read_text())
-            print(json.dumps({arm: {k: v for k, v in result.items() if k != "traces"}}), flush=True)
-            runs[arm].append(result)
-    median = {measure: {arm: statistics.median(r[measure] for r in rs) for arm, rs in runs.items()}
-              for measure in ("wall_seconds", "cpu_seconds")}
+    trees = engine_arms.compare_trees(args.compare)
+    runs = engine_arms.alternate(__file__, engine_arms.without_options(argv, "--compare"), trees, args.rounds,
+                                 show=lambda arm, result: print(json.dumps({arm: {k: v for k, v in result.items() if k != "traces"}}), flush=True))
+    median = engine_arms.medians(runs, ("wall_seconds", "cpu_seconds"))
     traces = [r["traces"] for rs in runs.values() for r in rs]  # per run: task id -> [token ids, log-probabilities]
     ids = [{task: trace[0] for task, trace in t.items()} for t in traces]
     return {
@@ -131,19 +118,8 @@ def main() -> None:
     p.add_argument("--max-turns", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--fp32", action="store_true", help="float32 generation (default: bfloat16 autocast)")
-    p.add_argument("--compare", metavar="OLD_SRC", help="also run the engine of this src tree, alternating (see above)")
-    p.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each engine")
-    p.add_argument("--json-out", help=argparse.SUPPRESS)  # a --compare child's result
-    args = p.parse_args()
-    if args.compare:
-        print(json.dumps(compare(args, sys.argv[1:]), indent=1))
-        return
-    result = run(args)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result))
-    else:
-        print(json.dumps({k: v for k, v in result.items() if k != "traces"}, indent=1))
-
+    engine_arms.add_options(p, rounds=2)
+    engine_arms.dispatch(p.parse_args(), compare, run, shown=lambda result: {k: v for k, v in result.items() if k != "traces"})
 
 if __name__ == "__main__":
     main()

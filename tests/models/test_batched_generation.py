@@ -23,13 +23,15 @@ class ProbeLM(torch.nn.Module):
     that layer with the others (prefix sharing, rows joining a left-padded batch, leaving it), so at each
     forward the probe reads, per row, the ids the row is really conditioned on: that layer's positions the
     attention mask lets through, then the new ids. This checks the batching independently of its own
-    bookkeeping. It is its own decoder: the engine runs the decoder, then the output projection
-    (``muarl.models.logits``).
+    bookkeeping. With prefix-shared attention a row's cache holds only what follows the shared prefix; the
+    probe then reads the prefix's ids from the prefix's own probe layer. It is its own decoder: the engine runs
+    the decoder, then the output projection (``muarl.models.logits``).
     """
 
     def __init__(self, inner: torch.nn.Module):
         super().__init__()
         self.inner = inner
+        self.config = inner.config
         self.probe = inner.config.num_hidden_layers
         self.contexts: list[tuple[int, ...]] = []  # per forward and row: the ids its last logits are conditioned on
         self.batch_sizes: list[int] = []
@@ -40,13 +42,25 @@ class ProbeLM(torch.nn.Module):
     def get_output_embeddings(self):
         return self.inner.get_output_embeddings()
 
-    def forward(self, input_ids, past_key_values, attention_mask=None, **kwargs):
+    def forward(self, input_ids, past_key_values, attention_mask=None, muarl_prefix_rows=None, **kwargs):
         cache = past_key_values
         held = cache.layers[self.probe].keys[:, 0, :, 0] if len(cache.layers) > self.probe else input_ids.new_zeros(input_ids.shape[0], 0)
+        prefixes = [()] * input_ids.shape[0]
+        for prefix, members in muarl_prefix_rows.groups if muarl_prefix_rows is not None else ():
+            ids = tuple(prefix.layers[self.probe][0][0, 0, :, 0].long().tolist())
+            for r in range(input_ids.shape[0]) if members is None else members.tolist():
+                prefixes[r] = ids
         for r in range(input_ids.shape[0]):
-            visible = held[r] if attention_mask is None else held[r][attention_mask[r, :held.shape[1]].bool()]
-            self.contexts.append(tuple(visible.long().tolist()) + tuple(input_ids[r].tolist()))
+            if attention_mask is None:
+                visible = held[r]
+            elif attention_mask.dim() == 4:  # prefix-shared attention's mask: the first new token's row
+                visible = held[r][attention_mask[r, 0, 0, :held.shape[1]]]
+            else:
+                visible = held[r][attention_mask[r, :held.shape[1]].bool()]
+            self.contexts.append(prefixes[r] + tuple(visible.long().tolist()) + tuple(input_ids[r].tolist()))
         self.batch_sizes.append(input_ids.shape[0])
+        if muarl_prefix_rows is not None:
+            kwargs["muarl_prefix_rows"] = muarl_prefix_rows
         out = self.inner.get_decoder()(input_ids=input_ids, past_key_values=cache, attention_mask=attention_mask, **kwargs)
         fed = input_ids.to(torch.float32)[:, None, :, None]
         cache.update(fed, fed, self.probe)
@@ -140,9 +154,9 @@ def test_turns_requested_together_join_the_batch_in_one_add(domain, monkeypatch)
     joined: list[int] = []  # rows per RowBatch.add
     add = RowBatch.add
 
-    def counted(self, row_caches):
+    def counted(self, row_caches, prefixes=None):
         joined.append(len(row_caches))
-        return add(self, row_caches)
+        return add(self, row_caches, prefixes)
 
     monkeypatch.setattr(RowBatch, "add", counted)
     model, tok = tiny_random_lm(seed=5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import torch
 from booking_world import ListUser
 from transformers import DynamicCache
@@ -17,6 +18,7 @@ from muarl.models.kv_cache import (
     make_cache,
 )
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.models.prefix_attention import SharedPrefix, rows_logits
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
 
@@ -87,10 +89,9 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
         assert batch.pads == [12, 0, 8] and batch.lengths == [5, 17, 9]
         got = []
         for step in range(2):
-            out = model(input_ids=torch.tensor([[n[step]] for n in nexts]), past_key_values=batch.cache, use_cache=True,
-                        attention_mask=batch.attention_mask(), position_ids=batch.positions())
+            got.append(rows_logits(model, False, False, torch.tensor([[n[step]] for n in nexts]), batch.cache, batch.prefixes,
+                                   batch.lengths, batch.pads))
             batch.advance()
-            got.append(out.logits[:, -1])
         for r in range(3):
             torch.testing.assert_close(torch.stack([got[0][r], got[1][r]]), expected[r], atol=1e-5, rtol=0)
         # the longest row leaves: the others keep their tokens, padding nobody needs is trimmed
@@ -165,34 +166,52 @@ def test_bfloat16_storage_samples_what_float32_storage_under_autocast_samples(do
 
 class Rows:
     """A ``RowBatch`` next to the token ids each of its rows holds, to check every batched forward against the
-    same ids run alone."""
+    same ids run alone. With ``prefix`` ids, every row starts with them and the batch holds only what follows
+    (prefix-shared attention); ``ids`` are then each row's ids after the prefix."""
 
-    def __init__(self, model):
+    def __init__(self, model, prefix: list[int] | None = None):
         self.model = model
         self.batch = RowBatch()
         self.ids: list[list[int]] = []  # per row of the batch, in order
+        self.prefix_ids = prefix or []
+        self.prefix = None
+        if prefix:
+            cache = growing_cache()
+            with torch.no_grad():
+                model(input_ids=torch.tensor([prefix]), past_key_values=cache, use_cache=True)
+            self.prefix = SharedPrefix(cache_layers(cache), len(prefix))
+
+    def feed(self, cache: DynamicCache, cached: int, ids: list[int]) -> torch.Tensor:
+        """Feed ``ids`` to a single row's cache holding ``cached`` ids; its last logits."""
+        with torch.no_grad():
+            return rows_logits(self.model, False, self.prefix is not None, torch.tensor([ids]), cache, [self.prefix], [cached], [0])[0]
 
     def session(self, ids: list[int]) -> tuple[list[int], DynamicCache]:
         cache = growing_cache()
-        with torch.no_grad():
-            self.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        self.feed(cache, 0, ids)
         return ids, cache
 
     def add(self, *sessions: tuple[list[int], DynamicCache]) -> None:
-        self.batch.add([cache for _, cache in sessions])
+        self.batch.add([cache for _, cache in sessions], [self.prefix] * len(sessions))
         self.ids += [list(ids) for ids, _ in sessions]
+
+    def alone(self, ids: list[int]) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The last logits and (after the prefix) the keys and values of ``ids`` after the prefix, run alone."""
+        cache = DynamicCache()
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.tensor([self.prefix_ids + ids]), past_key_values=cache, use_cache=True).logits[0, -1]
+        return logits, [(k[:, :, len(self.prefix_ids):], v[:, :, len(self.prefix_ids):]) for k, v in cache_layers(cache)]
 
     def step(self, token: int) -> None:
         """One decode step (row r is fed ``token + r``); each row's logits must be its ids' alone."""
         feed = [token + r for r in range(len(self.ids))]
         with torch.no_grad():
-            out = self.model(input_ids=torch.tensor(feed)[:, None], past_key_values=self.batch.cache, use_cache=True,
-                             attention_mask=self.batch.attention_mask(), position_ids=self.batch.positions())
-            self.batch.advance()
-            for r, t in enumerate(feed):
-                self.ids[r].append(t)
-                alone = self.model(input_ids=torch.tensor([self.ids[r]])).logits[0, -1]
-                torch.testing.assert_close(out.logits[r, -1], alone, atol=1e-5, rtol=0)
+            out = rows_logits(self.model, False, self.prefix is not None, torch.tensor(feed)[:, None], self.batch.cache,
+                              self.batch.prefixes, self.batch.lengths, self.batch.pads)
+        self.batch.advance()
+        for r, t in enumerate(feed):
+            self.ids[r].append(t)
+            torch.testing.assert_close(out[r], self.alone(self.ids[r])[0], atol=1e-5, rtol=0)
         assert self.batch.lengths == [len(ids) for ids in self.ids]
 
     def remove(self, *rows: int) -> list[tuple[list[int], DynamicCache]]:
@@ -201,13 +220,11 @@ class Rows:
         taken = [(self.ids[r], cache) for r, cache in zip(rows, caches)]
         self.ids = [ids for r, ids in enumerate(self.ids) if r not in rows]
         for ids, cache in taken:
-            alone = DynamicCache()
-            with torch.no_grad():
-                self.model(input_ids=torch.tensor([ids]), past_key_values=alone, use_cache=True)
-            for (k, v), (k2, v2) in zip(cache_layers(cache), cache_layers(alone)):
+            for (k, v), (k2, v2) in zip(cache_layers(cache), self.alone(ids)[1]):
                 torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
                 torch.testing.assert_close(v, v2, atol=1e-5, rtol=0)
         assert min(self.batch.pads, default=0) == 0  # padding no row needs was dropped
+        assert self.batch.prefixes == [self.prefix] * len(self.ids)
         return taken
 
     def storage(self) -> int:
@@ -218,10 +235,12 @@ def _ids(n: int, seed: int) -> list[int]:
     return torch.randint(3, 300, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alone(monkeypatch):
+@pytest.mark.parametrize("shared_prefix", [False, True], ids=["own-prefix", "shared-prefix"])
+def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alone(monkeypatch, shared_prefix):
     """Rows go into free slots, widen the window leftwards, force rebuilds, leave from the middle, first and
     last; after every change each row's next logits are those of its ids alone. Uninitialised storage is
-    filled with NaN here, so a padding position the batch forgot to zero would show up in every logit."""
+    filled with NaN here, so a padding position the batch forgot to zero would show up in every logit. With a
+    shared prefix the rows hold only what follows it, and prefix-shared attention reads it once per step."""
     real = kv_cache.new_storage
 
     def poisoned(*args, **kwargs):
@@ -229,7 +248,7 @@ def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alo
 
     monkeypatch.setattr(kv_cache, "new_storage", poisoned)
     model, _ = tiny_random_lm(seed=6)
-    rows = Rows(model)
+    rows = Rows(model, _ids(23, 99) if shared_prefix else None)
     a, b, c, d = (rows.session(_ids(n, seed)) for seed, n in enumerate((5, 17, 9, 12)))
     rows.add(a, b, c, d)
     assert rows.batch.pads == [12, 0, 8, 5]
@@ -239,8 +258,7 @@ def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alo
     assert rows.batch.pads == [0, 5] and rows.storage() == first
     rows.step(30)
     # a row that had another turn comes back longer than the batch: a free slot, the window widened leftwards
-    with torch.no_grad():
-        model(input_ids=torch.tensor([list(range(7, 19))]), past_key_values=taken_c[1], use_cache=True)
+    rows.feed(taken_c[1], len(taken_c[0]), list(range(7, 19)))
     rows.add((taken_c[0] + list(range(7, 19)), taken_c[1]))
     assert rows.batch.lengths == [19, 14, 22] and rows.batch.pads == [3, 8, 0] and rows.storage() == first
     rows.step(40)

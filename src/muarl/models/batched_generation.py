@@ -12,8 +12,9 @@ request is left:
    prompt) are prefilled on its own cache, and its first token is sampled from that forward; the rows not
    finished by it then join the batch together (one ``RowBatch.add``);
 3. one decode step for the whole batch: the last sampled token of every row, its true position, a
-   left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`); then each row samples its next
-   token with its own generator;
+   left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`), the rows' shared prompt prefix read
+   once for all of them (:mod:`muarl.models.prefix_attention`); then each row samples its next token with its
+   own generator;
 4. rows that sampled a stop token or reached their budget leave the batch with their cache; their
    session resumes.
 
@@ -39,19 +40,22 @@ from typing import Any
 import torch
 
 from muarl.models.kv_cache import RowBatch
-from muarl.models.logits import last_token_logits
+from muarl.models.prefix_attention import SharedPrefix, rows_logits
+from muarl.models.sampling_weights import SamplingWeights
 
 SETTLE_LIMIT = 20  # event-loop passes to wait for more requests before a step (each pass costs microseconds)
 
 
 @dataclass
 class GenerationRequest:
-    """One assistant turn to generate. ``cache`` holds the row's context except its last ``len(feed)`` ids."""
+    """One assistant turn to generate. ``prefix`` and ``cache`` hold the row's context except its last
+    ``len(feed)`` ids (``cache`` all of it when there is no ``prefix``)."""
 
     cache: Any
     feed: list[int]
     budget: int  # most tokens to sample (the stop token included)
     generator: torch.Generator
+    prefix: SharedPrefix | None = None
     sampled: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     future: asyncio.Future | None = None
@@ -68,15 +72,19 @@ class GeneratorStats:
 class BatchedGenerator:
     """Owns the model's forward passes for every session of a :class:`~muarl.models.local_engine.LocalPolicy`."""
 
-    def __init__(self, model: Any, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16):
-        """``sample(logits, generator) -> (token, logprob)`` draws one token from a 1-D float logits vector."""
+    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16,
+                 split: bool = False):
+        """``weights``: the model to run (its current sampling copy is taken at every forward). ``sample(logits,
+        generator) -> (token, logprob)`` draws one token from a 1-D float logits vector. ``split``: run
+        prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
-        self.model = model
+        self.weights = weights
         self.sample = sample
         self.stop_ids = stop_ids
         self.bf16 = bf16
         self.max_rows = max_rows
+        self.split = split
         self.stats = GeneratorStats()
         self._waiting: list[GenerationRequest] = []
         self._scheduler: asyncio.Task | None = None
@@ -125,8 +133,6 @@ class BatchedGenerator:
             seen = len(self._waiting)
             await asyncio.sleep(0)
 
-    def _device(self) -> torch.device:
-        return next(self.model.parameters()).device
 
     def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         """Prefill waiting requests (one forward each) and move the unfinished ones into the batch, all in one
@@ -134,9 +140,11 @@ class BatchedGenerator:
         joining = []
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
-            feed = torch.tensor([request.feed], device=self._device())
+            model = self.weights.model()
+            feed = torch.tensor([request.feed], device=next(model.parameters()).device)
             with torch.no_grad():
-                logits = last_token_logits(self.model, self.bf16, input_ids=feed, past_key_values=request.cache, use_cache=True)
+                logits = rows_logits(model, self.bf16, self.split, feed, request.cache, [request.prefix],
+                                     [request.cache.get_seq_length()], [0])
             finished = self._take(request, logits[0])
             self._waiting.pop(0)
             self.stats.prefills += 1
@@ -146,16 +154,15 @@ class BatchedGenerator:
                 rows.append(request)  # in ``rows`` at once, so that a later forward that raises fails it too
                 joining.append(request)
         if joining:
-            batch.add([request.cache for request in joining])
+            batch.add([request.cache for request in joining], [request.prefix for request in joining])
         for request in joining:
             request.cache = None  # the batch holds a copy now
 
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
-        device = self._device()
-        feed = torch.tensor([[r.sampled[-1]] for r in rows], device=device)
+        model = self.weights.model()
+        feed = torch.tensor([[r.sampled[-1]] for r in rows], device=next(model.parameters()).device)
         with torch.no_grad():
-            logits = last_token_logits(self.model, self.bf16, input_ids=feed, past_key_values=batch.cache, use_cache=True,
-                                       attention_mask=batch.attention_mask().to(device), position_ids=batch.positions().to(device))
+            logits = rows_logits(model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
         batch.advance()
         self.stats.decode_steps += 1
         self.stats.decoded_rows += len(rows)

@@ -33,6 +33,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from muarl.models.prefix_attention import SharedPrefix
+
 LayerKV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values of shape [batch, heads, seq, head_dim]
 MIN_HEADROOM = 256  # tokens of spare capacity a growing layer allocates beyond what it needs (at least)
 
@@ -168,13 +170,14 @@ class PrefixCache:
     def __init__(self, model: Any, capacity: int = 4):
         self.model = model
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[int, ...], LayerKV] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, ...], SharedPrefix] = OrderedDict()
         self._version = weights_version(model)
         self.hits = 0
         self.misses = 0
 
-    def session_cache(self, ids: Sequence[int], prefill: Callable[[list[int]], Any]) -> Any:
-        """A fresh ``DynamicCache`` for a session whose context starts with ``ids``.
+    def shared(self, ids: Sequence[int], prefill: Callable[[list[int]], Any]) -> SharedPrefix:
+        """The prefix ``ids`` computed under the current weights, one object for every session that starts with
+        it (prefix-shared attention groups rows by it).
 
         ``prefill(ids)`` runs the model over ``ids`` and returns the filled cache; it is called only when this
         prefix was not cached under the current weights."""
@@ -183,25 +186,32 @@ class PrefixCache:
             self._entries.clear()
             self._version = version
         key = tuple(ids)
-        layers = self._entries.get(key)
-        if layers is None:
+        prefix = self._entries.get(key)
+        if prefix is None:
             self.misses += 1
-            layers = cache_layers(prefill(list(ids)))
-            self._entries[key] = layers
+            prefix = SharedPrefix(cache_layers(prefill(list(ids))), len(ids))
+            self._entries[key] = prefix
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
         else:
             self.hits += 1
             self._entries.move_to_end(key)
-        return make_cache(layers, growing=True)
+        return prefix
+
+    def session_cache(self, ids: Sequence[int], prefill: Callable[[list[int]], Any]) -> Any:
+        """A fresh ``DynamicCache`` holding the prefix ``ids`` itself, for models whose attention cannot read a
+        shared prefix (:func:`~muarl.models.prefix_attention.supports_prefix_attention`): the session copies it
+        into its own storage on its first append."""
+        return make_cache(self.shared(ids, prefill).layers, growing=True)
 
 
 class RowBatch:
     """Several single-row caches of different lengths stacked into one left-padded batch cache.
 
     Every row's cached tokens end at the right edge; row ``r`` has ``pads[r]`` hidden zeros on its left and
-    ``lengths[r]`` real tokens. A decode step feeds one token per row, so all rows grow together and stay
-    right-aligned. ``cache`` is the ``DynamicCache`` to pass to the model: :class:`GrowingLayer` s whose
+    ``lengths[r]`` real tokens, after the shared prompt prefix ``prefixes[r]`` when it has one (kept once, outside
+    the batch: :mod:`muarl.models.prefix_attention`). A decode step feeds one token per row, so all rows grow
+    together and stay right-aligned. ``cache`` is the ``DynamicCache`` to pass to the model: :class:`GrowingLayer` s whose
     windows are the batch, in storage the batch owns (rows in the order they joined, then free slots).
 
     Rows joining and leaving copy as little as they can, because with 16 clinic episodes of ~4,000 tokens
@@ -228,6 +238,7 @@ class RowBatch:
         self.cache: Any = None
         self.lengths: list[int] = []
         self.pads: list[int] = []
+        self.prefixes: list[SharedPrefix | None] = []
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -236,9 +247,13 @@ class RowBatch:
     def width(self) -> int:
         return self.lengths[0] + self.pads[0] if self.lengths else 0
 
-    def add(self, row_caches: Sequence[Any]) -> None:
-        """Append single-row caches as the last rows, in order (their caches are copied, not kept)."""
+    def add(self, row_caches: Sequence[Any], prefixes: Sequence[SharedPrefix | None] | None = None) -> None:
+        """Append single-row caches as the last rows, in order (their caches are copied, not kept), each after
+        its shared prefix (``prefixes``, default none)."""
         rows = [cache_layers(c) for c in row_caches]
+        prefixes = list(prefixes) if prefixes is not None else [None] * len(rows)
+        if len(prefixes) != len(rows):
+            raise ValueError(f"{len(rows)} row caches but {len(prefixes)} prefixes")
         for row in rows:
             if row[0][0].shape[0] != 1:
                 raise ValueError(f"a row cache must hold one sequence, got batch size {row[0][0].shape[0]}")
@@ -259,22 +274,12 @@ class RowBatch:
                     buffer[slot, :, end - length:end].copy_(states[0])
             self.lengths.append(length)
             self.pads.append(width - length)
+        self.prefixes.extend(prefixes)
         self._set_window(layers[0].start)
 
     def advance(self) -> None:
         """Record that the model appended one token to every row."""
         self.lengths = [n + 1 for n in self.lengths]
-
-    def attention_mask(self, new_tokens: int = 1) -> torch.Tensor:
-        """[rows, width + new_tokens]: 0 on each row's left padding, 1 on its tokens and the new ones."""
-        mask = torch.ones(len(self), self.width + new_tokens, dtype=torch.long)
-        for r, pad in enumerate(self.pads):
-            mask[r, :pad] = 0
-        return mask
-
-    def positions(self) -> torch.Tensor:
-        """[rows, 1]: the true position of each row's next token (its own length, padding not counted)."""
-        return torch.tensor(self.lengths, dtype=torch.long)[:, None]
 
     def remove(self, rows: Sequence[int]) -> list[Any]:
         """Take ``rows`` out of the batch; returns each as its own single-row ``DynamicCache`` (a copy of its
@@ -295,7 +300,7 @@ class RowBatch:
         gone = set(rows)
         keep = [r for r in range(len(self)) if r not in gone]
         if not keep:
-            self.cache, self.lengths, self.pads = None, [], []
+            self.cache, self.lengths, self.pads, self.prefixes = None, [], [], []
             return taken
         start, end = layers[0].start, layers[0].start + self.width
         for slot, r in enumerate(keep):
@@ -306,6 +311,7 @@ class RowBatch:
         trim = min(self.pads[r] for r in keep)
         self.lengths = [self.lengths[r] for r in keep]
         self.pads = [self.pads[r] - trim for r in keep]
+        self.prefixes = [self.prefixes[r] for r in keep]
         self._set_window(start + trim)
         return taken
 

@@ -13,7 +13,10 @@ Two speed-ups, both on by default and both invisible in the trace:
 
 - ``share_prefix``: the system turn (prompt and tool schemas, ~2,500 SmolLM2 tokens in the clinic) is the
   same for every episode of a domain; its KV cache is computed once per policy (and again if the weights
-  change) and every session starts from it (:class:`~muarl.models.kv_cache.PrefixCache`);
+  change) and every session starts from it (:class:`~muarl.models.kv_cache.PrefixCache`). Sessions do not copy
+  it: their caches hold only their own tokens, and attention reads the prefix once per forward for every row
+  that shares it (:mod:`muarl.models.prefix_attention`; models whose attention it does not support keep a copy
+  per session);
 - ``batch``: sessions of concurrent episodes submit their turns to one
   :class:`~muarl.models.batched_generation.BatchedGenerator`, which decodes them together, one batched
   forward per token. With ``batch=False`` each session generates on its own, one episode at a time.
@@ -84,6 +87,8 @@ class LocalPolicy(TokenFormat, Agent):
         from muarl.models.allocator import large_tensors_from_mmap
         from muarl.models.batched_generation import BatchedGenerator
         from muarl.models.kv_cache import PrefixCache
+        from muarl.models.prefix_attention import supports_prefix_attention
+        from muarl.models.sampling_weights import SamplingWeights
 
         super().__init__(tokenizer, chat_format)
         self.model = model
@@ -91,8 +96,10 @@ class LocalPolicy(TokenFormat, Agent):
         self.name = name
         large_tensors_from_mmap()  # growing KV caches otherwise fragment the heap without bound
         self.prefix_cache = PrefixCache(model) if share_prefix else None
-        self.generator = BatchedGenerator(model, self._sample, self.stop_ids, bf16=self.sampling.bf16,
-                                          max_rows=max_batch_rows) if batch else None
+        self.split = supports_prefix_attention(model)  # sessions keep the shared prefix out of their caches
+        self.weights = SamplingWeights(model, self.sampling.bf16)  # what the forwards run: bf16 linears cast once
+        self.generator = BatchedGenerator(self.weights, self._sample, self.stop_ids, bf16=self.sampling.bf16,
+                                          max_rows=max_batch_rows, split=self.split) if batch else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, chat_format: str = "chatml-hermes", sampling: SamplingConfig | None = None) -> LocalPolicy:
@@ -119,10 +126,11 @@ class LocalPolicy(TokenFormat, Agent):
 
         from muarl.models.logits import autocast_for, causal_lm_parts
 
+        model = self.weights.model()
         cache = self.kv_cache()
-        feed = torch.tensor([ids], device=next(self.model.parameters()).device)
-        with torch.no_grad(), autocast_for(self.model, self.sampling.bf16):
-            causal_lm_parts(self.model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
+        feed = torch.tensor([ids], device=next(model.parameters()).device)
+        with torch.no_grad(), autocast_for(model, self.sampling.bf16):
+            causal_lm_parts(model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
         return cache
 
     def context_size(self) -> int:
@@ -144,13 +152,18 @@ class LocalSession(TokenSession):
         super().__init__(policy, tools, policy.sampling.max_new_tokens, policy.sampling.max_context)
         self.policy = policy
         self._cache: Any = None
-        self._n_cached = 0  # ids[:_n_cached] are in the KV cache
+        self._prefix: Any = None  # the shared prefix the cache continues (SharedPrefix), if any
+        self._n_cached = 0  # ids[:_n_cached] are in the prefix and the KV cache
         self._generator = torch.Generator().manual_seed(seed)
 
     def _system_turn(self, ids: list[int]) -> None:
         """Start from the policy's cached KV of the system turn (the prefix every session of the domain shares)."""
-        if self.policy.prefix_cache is not None:
-            self._cache = self.policy.prefix_cache.session_cache(ids, self.policy.prefill)
+        prefixes = self.policy.prefix_cache
+        if prefixes is not None:
+            if self.policy.split:
+                self._prefix = prefixes.shared(ids, self.policy.prefill)
+            else:
+                self._cache = prefixes.session_cache(ids, self.policy.prefill)
             self._n_cached = len(ids)
 
     # ---------------------------------------------------------------- generation
@@ -158,18 +171,20 @@ class LocalSession(TokenSession):
         """This session alone: token by token on its own KV cache."""
         import torch
 
-        from muarl.models.logits import last_token_logits
+        from muarl.models.prefix_attention import rows_logits
 
         policy = self.policy
+        model = policy.weights.model()
         if self._cache is None:
             self._cache = self.policy.kv_cache()
-        device = next(policy.model.parameters()).device
+        device = next(model.parameters()).device
         feed = torch.tensor([self.ids[self._n_cached:]], device=device)
         sampled: list[int] = []
         logprobs: list[float] = []
         with torch.no_grad():
             for _ in range(budget):
-                logits = last_token_logits(policy.model, policy.sampling.bf16, input_ids=feed, past_key_values=self._cache, use_cache=True)
+                logits = rows_logits(model, policy.sampling.bf16, policy.split, feed, self._cache, [self._prefix],
+                                     [self._cache.get_seq_length()], [0])
                 token, logprob = policy._sample(logits[0].cpu(), self._generator)
                 sampled.append(token)
                 logprobs.append(logprob)
@@ -184,7 +199,8 @@ class LocalSession(TokenSession):
 
         if self._cache is None:
             self._cache = self.policy.kv_cache()
-        request = GenerationRequest(cache=self._cache, feed=self.ids[self._n_cached:], budget=budget, generator=self._generator)
+        request = GenerationRequest(cache=self._cache, feed=self.ids[self._n_cached:], budget=budget, generator=self._generator,
+                                    prefix=self._prefix)
         self._cache = None  # the generator owns it until the turn is done
         done = await self.policy.generator.generate(request)
         self._cache = done.cache
@@ -201,4 +217,4 @@ class LocalSession(TokenSession):
         return sampled, logprobs
 
     async def aclose(self) -> None:
-        self._cache = None
+        self._cache = self._prefix = None

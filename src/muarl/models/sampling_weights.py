@@ -1,0 +1,57 @@
+"""The weights the sampler multiplies with: under bfloat16 autocast, bfloat16 copies of the linear layers'
+weights, cast once per version of the weights instead of at every forward.
+
+Why. Autocast keeps the float32 parameters and casts a linear layer's weight to bfloat16 each time it is used;
+its cast cache lives for one autocast block, and the sampler enters one per forward. So every decode step read
+SmolLM2's ~540 MB of float32 linear weights and wrote ~270 MB of bfloat16 copies before multiplying anything:
+once prefix-shared attention had removed the repeated prefix reads, the largest share of a batched decode step
+on a 2-core CPU (docs/benchmarks.md, issue 24). Casting once gives the same bits: autocast's cast and this copy
+round the same float32 values to the nearest bfloat16, and autocast leaves a tensor that is already bfloat16 as
+it is (``tests/models/test_sampling_weights.py`` requires bit-equal logits). The vocabulary projection (float32
+on purpose: :mod:`muarl.models.logits`) and what autocast does not cast (embeddings, norms, rotary buffers) stay
+the model's own tensors, shared, not copied.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from muarl.models.kv_cache import weights_version
+from muarl.models.logits import causal_lm_parts
+
+
+def bf16_linear_copy(model: Any) -> Any:
+    """A copy of ``model`` that shares every parameter and buffer except the linear layers' weights and biases
+    (the output projection excepted), which it holds in bfloat16."""
+    head = causal_lm_parts(model)[1]
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module is not head:
+            for tensor in (module.weight, module.bias):
+                if tensor is not None and tensor is not head.weight:
+                    memo[id(tensor)] = torch.nn.Parameter(tensor.detach().to(torch.bfloat16), requires_grad=False)
+    return copy.deepcopy(model, memo)
+
+
+class SamplingWeights:
+    """The module a local policy's forwards run: the model itself in float32; under bfloat16 autocast its
+    :func:`bf16_linear_copy`, made again whenever the model's weights have changed (an optimizer step between
+    rollouts, ``load_state_dict``), so the sampler never runs stale weights."""
+
+    def __init__(self, model: Any, bf16: bool):
+        self.source = model
+        self.bf16 = bf16
+        self._copy: Any = None
+        self._version: int | None = None
+
+    def model(self) -> Any:
+        if not self.bf16:
+            return self.source
+        version = weights_version(self.source)
+        if self._copy is None or version != self._version:
+            self._copy = None  # the old copy's memory is free before the new one is made
+            self._copy, self._version = bf16_linear_copy(self.source), version
+        return self._copy

@@ -1,0 +1,51 @@
+"""The issue-24 benches run end to end on the tiny random model with tiny shapes (they measure nothing here: the
+figures are in docs/benchmarks.md). Each runs as its users run it, ``python bench/X.py``, with this tree's src."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = str(ROOT / "src")
+
+
+def bench(name: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": SRC}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow  # three processes that each import torch: ~10 s on an idle machine
+def test_roofline_compares_two_engines_on_a_tiny_step():
+    out = bench("roofline.py", "--model", "tiny-random", "--rows", "3", "--prefix", "24", "--suffix", "4,6", "--steps", "2",
+                "--stream-mb", "4", "--repeats", "1", "--min-seconds", "0.001", "--peak-size", "32", "--precision", "fp32",
+                "--compare", SRC)
+    assert out["shape"] == {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 384}
+    assert set(out["bandwidth_gb_s"]) == {"copy", "triad", "read"} and all(v > 0 for v in out["bandwidth_gb_s"].values())
+    assert set(out["peak_gflop_s"]) == {"bf16", "fp32"}
+    shared, per_row = out["floors"]["shared"], out["floors"]["per_row"]
+    assert "attention: shared prefix" in shared["parts"] and "attention: shared prefix" not in per_row["parts"]
+    assert 0 < shared["bound_seconds"] and 0 < shared["floor_seconds"]
+    for arm in ("old", "new"):
+        (run,) = out["engines"][arm]
+        assert run["engine"] == SRC
+        assert run["prefills"] == 3 and run["decode_steps"] == 1 + 2 + 1  # warm-up, timed, the step rows leave in
+        assert len(run["timed_steps"]) == 2
+        assert out["fraction_of_floor"][arm] == round(shared["floor_seconds"] / out["median_step_seconds"][arm], 3)
+
+
+def test_grpo_rollouts_runs_the_trainers_first_step():
+    out = bench("grpo_rollouts.py", "--model", "tiny-random", "--tasks", "2", "--group", "2", "--max-turns", "1", "--rows", "3")
+    assert out["episodes"] == 4 and out["group_size"] == 2 and len(out["tasks"]) == 2
+    assert out["tasks"][0].startswith("clinic-lite-train-")
+    assert out["max_turns"] == 1 and out["rollout_batch_rows"] == 3 and out["max_rows"] == 3
+    assert out["prefills"] >= 4 and out["decode_steps"] > 0 and 1 <= out["mean_rows_per_decode_step"] <= 3
+    assert out["generated_tokens"] > 0
+    assert out["generated_tokens_per_s"] == pytest.approx(out["generated_tokens"] / out["wall_seconds"], rel=0.05)

@@ -1,0 +1,37 @@
+"""The sampler's bfloat16 copies of the linear weights give autocast's exact results, and follow the weights."""
+
+from __future__ import annotations
+
+import torch
+
+from muarl.models.kv_cache import growing_cache
+from muarl.models.logits import last_token_logits
+from muarl.models.sampling_weights import SamplingWeights, bf16_linear_copy
+from muarl.models.tiny import tiny_random_lm
+
+
+def test_linear_weights_cast_once_give_autocasts_logits_bit_for_bit():
+    model, _ = tiny_random_lm(seed=3)
+    copy = bf16_linear_copy(model)
+    ids = torch.randint(3, 300, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = last_token_logits(model, True, input_ids=ids, past_key_values=growing_cache(torch.bfloat16), use_cache=True)
+        got = last_token_logits(copy, True, input_ids=ids, past_key_values=growing_cache(torch.bfloat16), use_cache=True)
+    assert torch.equal(got, expected)
+    # only the decoder's linear layers were copied; the tied float32 head and embeddings, the norms are the model's
+    assert copy.model.layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16
+    assert copy.lm_head.weight is model.lm_head.weight and copy.model.embed_tokens.weight is model.model.embed_tokens.weight
+    assert copy.model.norm.weight is model.model.norm.weight
+
+
+def test_the_copy_is_made_again_when_the_weights_change_and_not_otherwise():
+    model, _ = tiny_random_lm(seed=3)
+    weights = SamplingWeights(model, bf16=True)
+    first = weights.model()
+    assert weights.model() is first
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.add_(1.0)  # an optimizer step, in place
+    second = weights.model()
+    assert second is not first
+    assert torch.equal(second.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight.to(torch.bfloat16))
+    assert SamplingWeights(model, bf16=False).model() is model  # float32: the model itself
