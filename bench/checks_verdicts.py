@@ -28,6 +28,7 @@ from pathlib import Path
 
 from muarl.checks import annotate
 from muarl.domains import load_domain
+from muarl.domains.base import GoldReplayError
 from muarl.models.oracle import DoNothingAgent, OracleAgent
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.rollout.runner import run_many
@@ -111,7 +112,12 @@ def judge(corpus: str, out: str) -> None:
     with open(out, "w", encoding="utf-8") as f:
         for episode in episodes:
             domain = domains[episode.domain]
-            annotate(domain, domain.task(episode.task_id), episode)
+            task = domain.task(episode.task_id)
+            try:
+                domain.gold_hash(task)  # as the outcome reward has done in a rollout before the checks run
+            except GoldReplayError:
+                pass
+            annotate(domain, task, episode)
             f.write(json.dumps({
                 "key": [episode.domain, episode.agent, episode.task_id, episode.trial],
                 "checks": [v.model_dump(mode="json") for v in episode.checks],

@@ -83,6 +83,12 @@ def _gold_shows(domain: Domain, task: Task, wanted: str) -> bool:
 
 
 def _gold_results(domain: Domain, task: Task) -> list[str]:
+    """The normalised results of the task's gold calls that ran. The outcome reward's gold replay has them already
+    when every gold action is the agent's and none was refused (a replay may record a refusal as ``Error: ...``,
+    or run a user's action as the agent's); else the actions are run again here, a refused one showing nothing."""
+    replayed = domain.gold_outputs(task)
+    if replayed is not None and not any(a.requestor == "user" for a in task.actions) and not any(o.startswith("Error") for o in replayed):
+        return [normalise(o) for o in replayed]
     state = domain.new_state(task)
     shown = []
     for action in task.actions:
