@@ -115,7 +115,7 @@ def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> Chec
     view = EpisodeView.of(messages)
     for output in task.outputs:
         wanted = normalise(output)
-        said = next((i for i in view.said if wanted in view.text(i)), None)
+        said = next((i for i in view.said if wanted in view.texts[i]), None)
         complete = max(complete, said if said is not None else len(messages))
     if complete == 0 and not task.outputs:
         return CheckVerdict(check=name, status="not_applicable", detail="the task asks for no change and no fact")

@@ -29,10 +29,10 @@ def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdi
     view = EpisodeView.of(messages)
     calls = view.calls
     claims = 0
-    if not may_claim(view.text(i) for i in view.said):
+    if not may_claim(view.texts[i] for i in view.said):
         return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
     for i in view.said:
-        for family, sentence in action_claims(view.text(i)):
+        for family, sentence in action_claims(view.texts[i]):
             claims += 1
             done = [c for c in calls if c.index < i and tool_does(family, c.name) and c.name in writes]
             if not any(c.ok for c in done):
@@ -53,11 +53,11 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     checked = 0
     for output in task.outputs:
         wanted = normalise(output)
-        said = next((i for i in view.said if wanted in view.text(i)
-                     and not view.asks_confirmation(i)), None)  # a confirmation proposes: it tells nothing yet
+        said = next((i for i in view.said if wanted in view.texts[i]
+                     and not view.asks[i]), None)  # a confirmation proposes: it tells nothing yet
         if said is None:
             continue  # never said: the outcome reward fails it; nothing to trace
-        if any(messages[i].role in ("tool", "user") and wanted in view.text(i) for i in range(said)):
+        if any(messages[i].role in ("tool", "user") and wanted in view.texts[i] for i in range(said)):
             checked += 1
             continue
         if not _gold_shows(domain, task, wanted):
