@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise
+from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise, verdict
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -31,19 +31,19 @@ NAME = "confirmed_before_write"
 
 def confirmed_before_write(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not domain.confirms_writes:
-        return CheckVerdict(check=NAME, status="not_applicable", detail="the domain's policy asks for no confirmation")
+        return verdict(NAME, "not_applicable", "the domain's policy asks for no confirmation")
     write_tools = domain.task_tools(task).names_of_kind("write")
     messages = episode.messages
     view = EpisodeView.of(messages)
     writes = [c for c in view.calls if c.ok and c.name in write_tools]
     if not writes:
-        return CheckVerdict(check=NAME, status="not_applicable", detail="no write call ran")
+        return verdict(NAME, "not_applicable", "no write call ran")
     for call in writes:
         problem, at = _unconfirmed(view, call.index, call.arguments or {})
         if problem:
             return CheckVerdict(check=NAME, status="fail", detail=f"{call.name}: {problem}",
                                 evidence=[evidence(messages, i) for i in (*at, call.index)])
-    return CheckVerdict(check=NAME, status="pass", detail=f"{len(writes)} write(s), each confirmed")
+    return verdict(NAME, "pass", f"{len(writes)} write(s), each confirmed")
 
 
 def _unconfirmed(view: EpisodeView, write_index: int, arguments: dict) -> tuple[str | None, tuple[int, ...]]:

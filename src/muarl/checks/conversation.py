@@ -12,9 +12,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from muarl.types import Evidence, Message, Task, ToolCall
+from muarl.types import CheckStatus, CheckVerdict, Evidence, Message, Task, ToolCall
 
 QUOTE_CHARS = 120  # evidence quotes are cut to this length
 
@@ -34,6 +35,13 @@ def evidence(messages: Sequence[Message], index: int) -> Evidence:
         text = f"{call.name}({call.arguments})"
     text = " ".join(text.split())
     return Evidence(index=index, quote=text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
+
+
+@lru_cache(maxsize=4096, typed=True)
+def verdict(check: str, status: CheckStatus, detail: str = "", value: float | None = None) -> CheckVerdict:
+    """A verdict without evidence, built once per distinct content and shared (verdicts are immutable): most
+    episodes get one of a few, and building a pydantic model costs more than the whole work of some checks."""
+    return CheckVerdict(check=check, status=status, detail=detail, value=value)
 
 
 def to_user(m: Message) -> bool:

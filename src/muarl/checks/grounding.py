@@ -13,7 +13,7 @@ agent works out) cannot be traced and is not checked.
 
 from __future__ import annotations
 
-from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does
+from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does, verdict
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -24,13 +24,13 @@ FACTS = "grounded_facts"
 def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     writes = domain.task_tools(task).names_of_kind("write")
     if not writes:
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the domain has no write tools")
+        return verdict(ACTIONS, "not_applicable", "the domain has no write tools")
     messages = episode.messages
     view = EpisodeView.of(messages)
     calls = view.calls
     claims = 0
     if not may_claim(view.texts[i] for i in view.said):
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
+        return verdict(ACTIONS, "not_applicable", "the agent claimed no action")
     for i in view.said:
         for family, sentence in action_claims(view.texts[i]):
             claims += 1
@@ -41,13 +41,13 @@ def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdi
                 return CheckVerdict(check=ACTIONS, status="fail", detail=f"claims {family!r} done {why}: {sentence[:80]!r}",
                                     evidence=[evidence(messages, i), *proof])
     if not claims:
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
-    return CheckVerdict(check=ACTIONS, status="pass", detail=f"{claims} claim(s), each after a successful matching call")
+        return verdict(ACTIONS, "not_applicable", "the agent claimed no action")
+    return verdict(ACTIONS, "pass", f"{claims} claim(s), each after a successful matching call")
 
 
 def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not task.outputs:
-        return CheckVerdict(check=FACTS, status="not_applicable", detail="the task requires no facts to be told")
+        return verdict(FACTS, "not_applicable", "the task requires no facts to be told")
     messages = episode.messages
     view = EpisodeView.of(messages)
     checked = 0
@@ -65,8 +65,8 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
         return CheckVerdict(check=FACTS, status="fail", detail=f"told {output!r} before any tool result or user message showed it",
                             evidence=[evidence(messages, said)])
     if not checked:
-        return CheckVerdict(check=FACTS, status="not_applicable", detail="no traceable required fact was told")
-    return CheckVerdict(check=FACTS, status="pass", detail=f"{checked} required fact(s) told after a tool or the user showed them")
+        return verdict(FACTS, "not_applicable", "no traceable required fact was told")
+    return verdict(FACTS, "pass", f"{checked} required fact(s) told after a tool or the user showed them")
 
 
 _GOLD_SHOWS: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, what its gold tool results show, normalised)
