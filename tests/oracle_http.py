@@ -19,7 +19,7 @@ from muarl.types import Message, Task, ToolSpec
 
 
 def _plan(task: Task, tools: list[ToolSpec], sloppy: bool) -> list[Message]:
-    steps = list(_Plan(task, tools).steps)
+    steps = [step() for step in _Plan(task, tools).steps]  # its tasks have no revisions to confirm again
     if sloppy:
         last = max(i for i, m in enumerate(steps) if m.tool_calls)
         drop = {last, last - 1} if last > 0 and not steps[last - 1].tool_calls else {last}

@@ -382,13 +382,18 @@ FailureLabel = Literal["agent", "user", "task", "infra", "undecided"]
 class Evidence(_Model):
     """Where a verdict looked: a message index of ``Episode.messages`` and a short quote of it."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     index: int
     quote: str = ""
 
 
 class CheckVerdict(_Model):
     """One trajectory check's verdict on one episode (see :mod:`muarl.checks`). ``error``: the check itself
-    raised (a defect of the check, recorded rather than crashing the run)."""
+    raised (a defect of the check, recorded rather than crashing the run). Immutable: the checks give many
+    episodes the same verdict object (:func:`muarl.checks.conversation.verdict`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     check: str
     status: CheckStatus

@@ -51,7 +51,7 @@ def test_do_nothing_agent_solves_nothing(clinic, split):
 
 def test_oracle_identifies_first_and_confirms_every_write(clinic):
     task = next(t for t in clinic.tasks("test") if sum(clinic.tools[a.name].kind == "write" for a in t.actions) >= 2)
-    steps = _Plan(task, clinic.tools.specs()).steps
+    steps = [step() for step in _Plan(task, clinic.tools.specs()).steps]
     assert steps[0].content == ASK_IDENTITY
     assert steps[1].tool_calls[0].name == task.actions[0].name
     for i, step in enumerate(steps):
@@ -75,7 +75,7 @@ def test_oracle_without_structured_requests_runs_gold_actions_and_tells_outputs(
                 actions=[Action(name="lookup", kwargs={"q": 1}), Action(name="change", kwargs={"v": 2})])
     tools = [ToolSpec(name="lookup", description="", parameters={}, kind="read"),
              ToolSpec(name="change", description="", parameters={}, kind="write")]
-    steps = _Plan(task, tools).steps
+    steps = [step() for step in _Plan(task, tools).steps]
     assert [bool(s.tool_calls) for s in steps] == [True, False, True, False]
     assert "change" in steps[1].content and "42; blue" in steps[3].content
 
@@ -86,8 +86,8 @@ def test_oracle_does_not_ask_for_an_identity_every_opening_wording_gives():
         UserRequest(text=said, variants=["Ann here, ann@x.org: my phone is now 555-111-2222."], facts={"phone": "555-111-2222"})]),
         actions=[Action(name="find", kwargs={"email": "ann@x.org"}), Action(name="change", kwargs={"phone": "555-111-2222"}, request=0)])
     tools = [ToolSpec(name="find", description="", parameters={}, kind="read"), ToolSpec(name="change", description="", parameters={}, kind="write")]
-    steps = _Plan(task, tools).steps
+    steps = [step() for step in _Plan(task, tools).steps]
     assert steps[0].tool_calls[0].name == "find" and len(steps) == 4  # find, confirm, change, report
     one_without = task.model_copy(deep=True)
     one_without.user.requests[0].variants.append("Change my phone to 555-111-2222.")
-    assert _Plan(one_without, tools).steps[0].content == ASK_IDENTITY
+    assert _Plan(one_without, tools).steps[0]().content == ASK_IDENTITY

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise
+from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise, verdict
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -31,19 +31,19 @@ NAME = "confirmed_before_write"
 
 def confirmed_before_write(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not domain.confirms_writes:
-        return CheckVerdict(check=NAME, status="not_applicable", detail="the domain's policy asks for no confirmation")
+        return verdict(NAME, "not_applicable", "the domain's policy asks for no confirmation")
     write_tools = domain.task_tools(task).names_of_kind("write")
     messages = episode.messages
     view = EpisodeView.of(messages)
     writes = [c for c in view.calls if c.ok and c.name in write_tools]
     if not writes:
-        return CheckVerdict(check=NAME, status="not_applicable", detail="no write call ran")
+        return verdict(NAME, "not_applicable", "no write call ran")
     for call in writes:
         problem, at = _unconfirmed(view, call.index, call.arguments or {})
         if problem:
             return CheckVerdict(check=NAME, status="fail", detail=f"{call.name}: {problem}",
                                 evidence=[evidence(messages, i) for i in (*at, call.index)])
-    return CheckVerdict(check=NAME, status="pass", detail=f"{len(writes)} write(s), each confirmed")
+    return verdict(NAME, "pass", f"{len(writes)} write(s), each confirmed")
 
 
 def _unconfirmed(view: EpisodeView, write_index: int, arguments: dict) -> tuple[str | None, tuple[int, ...]]:
@@ -53,13 +53,13 @@ def _unconfirmed(view: EpisodeView, write_index: int, arguments: dict) -> tuple[
     if not heard:
         return "no user message before the write", ()
     reply = heard[-1]
-    if not affirms(view.text(reply)):
+    if not affirms(view.texts[reply]):
         return "the user's last message before the write does not affirm it", (reply,)
     told = view.said[:bisect_left(view.said, reply)]
     ask = told[-1] if told else None
-    if ask is None or not view.asks_confirmation(ask):
+    if ask is None or not view.asks[ask]:
         return "the agent did not ask for confirmation before the user's reply", (reply,) if ask is None else (ask, reply)
-    asked = view.text(ask)
+    asked = view.texts[ask]
     changed_since: int | None = -1  # worked out only for a value the ask leaves out (-1: not yet)
     for value in leaf_values(arguments):
         v = normalise(value)
@@ -67,9 +67,9 @@ def _unconfirmed(view: EpisodeView, write_index: int, arguments: dict) -> tuple[
             continue  # "one_way" is said "one way"
         if changed_since == -1:
             # what the user said after the agent's previous ask may change the action
-            changed_since = next((i for i in reversed(told[:-1]) if view.asks_confirmation(i)), None)
-        if changed_since is not None and any(v in view.text(i) for i in heard if changed_since < i < ask):
+            changed_since = next((i for i in reversed(told[:-1]) if view.asks[i]), None)
+        if changed_since is not None and any(v in view.texts[i] for i in heard if changed_since < i < ask):
             return f"the value {value!r} written is not the one confirmed (the user gave it after the previous ask)", (ask, reply)
-        if not any(v in view.text(i) for i in range(1, ask) if messages[i].role != "system"):
+        if not any(v in view.texts[i] for i in range(1, ask) if messages[i].role != "system"):
             return f"the value {value!r} written is not the one confirmed (nobody stated or showed it before)", (ask, reply)
     return None, ()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from muarl.types import Evidence, Message, Task, ToolCall
+from muarl.types import CheckStatus, CheckVerdict, Evidence, Message, Task, ToolCall
 
 QUOTE_CHARS = 120  # evidence quotes are cut to this length
 
@@ -34,6 +35,13 @@ def evidence(messages: Sequence[Message], index: int) -> Evidence:
         text = f"{call.name}({call.arguments})"
     text = " ".join(text.split())
     return Evidence(index=index, quote=text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
+
+
+@lru_cache(maxsize=4096, typed=True)
+def verdict(check: str, status: CheckStatus, detail: str = "", value: float | None = None) -> CheckVerdict:
+    """A verdict without evidence, built once per distinct content and shared (verdicts are immutable): most
+    episodes get one of a few, and building a pydantic model costs more than the whole work of some checks."""
+    return CheckVerdict(check=check, status=status, detail=detail, value=value)
 
 
 def to_user(m: Message) -> bool:
@@ -76,6 +84,20 @@ class AgentCall:
         return (self.name, self.raw_arguments)
 
 
+class _PerMessage(dict):
+    """A function of each message's text by the message's index, worked out on first use (most are never looked
+    at) and kept; a dict, so that reading a kept one costs no Python call."""
+
+    def __init__(self, messages: Sequence[Message], of: Callable[[str | None], Any]):
+        super().__init__()
+        self.messages = messages
+        self.of = of
+
+    def __missing__(self, index: int) -> Any:
+        value = self[index] = self.of(self.messages[index].content)
+        return value
+
+
 class EpisodeView:
     """What the checks read of one episode's messages, worked out in one pass and shared by all of them (they
     run one after the other on the same list): the agent's calls, who said what where, each message's
@@ -88,29 +110,33 @@ class EpisodeView:
         self.said: list[int] = []  # indices of the agent's messages to the user (:func:`to_user`)
         self.heard: list[int] = []  # indices of the user's messages (:func:`from_user`)
         self.turns: list[int] = []  # indices of every assistant message
-        self._texts: dict[int, str] = {}
-        self._asks: dict[int, bool] = {}
-        turns, said, heard = self.turns, self.said, self.heard
+        self.texts = _PerMessage(messages, normalise)  # each message's text, normalised
+        self.asks = _PerMessage(messages, asks_confirmation)  # whether it asks for confirmation (:func:`asks_confirmation`)
+        turns, said, heard, agent_calls = self.turns, self.said, self.heard, self.calls
+        last = len(messages) - 1
         for i, m in enumerate(messages):
             role = m.role
             if role == "assistant":
                 turns.append(i)
-                if m.tool_calls:
-                    self._pair_calls(i, m)
-                elif m.content:
-                    said.append(i)
+                calls = m.tool_calls
+                if not calls:
+                    if m.content:
+                        said.append(i)
+                elif len(calls) == 1 and i < last and (reply := messages[i + 1]).role == "tool" and reply.tool_call_id == calls[0].id:
+                    # the usual case, taken without a search or a call of _add (a fifth of the reading): one call,
+                    # answered by the next message
+                    result = reply.content or ""
+                    agent_calls.append(AgentCall(i, calls[0].name, calls[0].arguments, i + 1, result, not result.startswith("Error")))
+                else:
+                    self._pair_calls(i, calls)
             elif role == "user" and m.content is not None and not m.tool_calls:
                 heard.append(i)
 
-    def _pair_calls(self, i: int, m: Message) -> None:
+    def _pair_calls(self, i: int, calls: list[ToolCall]) -> None:
         """The calls of the assistant message at ``i``, each paired with the tool message that answers it (by id
         among the tool messages that follow and are not yet paired, else by position)."""
         messages = self.messages
-        calls = m.tool_calls
         end = i + 1
-        if len(calls) == 1 and end < len(messages) and messages[end].role == "tool" and messages[end].tool_call_id == calls[0].id:
-            self._add(i, calls[0], end)  # the usual case: one call, answered by the next message
-            return
         while end < len(messages) and messages[end].role == "tool":
             end += 1
         replies = range(i + 1, end)
@@ -130,20 +156,6 @@ class EpisodeView:
     def _add(self, i: int, call: ToolCall, match: int | None) -> None:
         result = (self.messages[match].content or "") if match is not None else ""
         self.calls.append(AgentCall(i, call.name, call.arguments, match, result, match is not None and not result.startswith("Error")))
-
-    def text(self, index: int) -> str:
-        """The message's text, normalised."""
-        text = self._texts.get(index)
-        if text is None:
-            text = self._texts[index] = normalise(self.messages[index].content)
-        return text
-
-    def asks_confirmation(self, index: int) -> bool:
-        """:func:`asks_confirmation` of the message at ``index``."""
-        asks = self._asks.get(index)
-        if asks is None:
-            asks = self._asks[index] = asks_confirmation(self.messages[index].content)
-        return asks
 
     _last: EpisodeView | None = None
 

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from muarl.checks.conversation import EpisodeView, agent_calls, evidence, normalise
+from muarl.checks.conversation import EpisodeView, agent_calls, evidence, normalise, verdict
 from muarl.domains.base import Domain
 from muarl.models.oracle import planned_turns
 from muarl.types import CheckVerdict, Episode, Message, Task
@@ -38,13 +38,13 @@ def turn_limit(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if episode.termination in CUT:
         last = len(episode.messages) - 1
         return CheckVerdict(check="turn_limit", status="fail", detail=f"cut by {episode.termination}", evidence=[evidence(episode.messages, last)])
-    return CheckVerdict(check="turn_limit", status="pass", detail=f"ended by {episode.termination}")
+    return verdict("turn_limit", "pass", f"ended by {episode.termination}")
 
 
 def malformed_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     calls = agent_calls(episode.messages)
     if not calls:
-        return CheckVerdict(check="malformed_calls", status="not_applicable", detail="no tool call")
+        return verdict("malformed_calls", "not_applicable", "no tool call")
     offered = domain.task_tools(task)
     bad = []
     for c in calls:
@@ -60,13 +60,13 @@ def malformed_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdic
     if bad:
         return CheckVerdict(check="malformed_calls", status="fail", detail=f"{len(bad)} of {len(calls)} call(s) malformed",
                             evidence=[evidence(episode.messages, c.index) for c in bad[:3]], value=len(bad))
-    return CheckVerdict(check="malformed_calls", status="pass", detail=f"{len(calls)} well-formed call(s)", value=0)
+    return verdict("malformed_calls", "pass", f"{len(calls)} well-formed call(s)", 0)
 
 
 def repeated_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     calls = agent_calls(episode.messages)
     if len(calls) < 2:
-        return CheckVerdict(check="repeated_calls", status="not_applicable", detail="fewer than two tool calls")
+        return verdict("repeated_calls", "not_applicable", "fewer than two tool calls")
     messages = episode.messages
     repeats = []
     for before, after in zip(calls, calls[1:]):
@@ -76,7 +76,7 @@ def repeated_calls(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
     if repeats:
         return CheckVerdict(check="repeated_calls", status="fail", detail=f"{len(repeats)} call(s) repeated its previous call",
                             evidence=[evidence(messages, c.index) for c in repeats[:3]], value=len(repeats))
-    return CheckVerdict(check="repeated_calls", status="pass", value=0)
+    return verdict("repeated_calls", "pass", "", 0)
 
 
 _PLANNED: dict[int, tuple[Task, int]] = {}  # id(task) -> (task, the oracle's turns): a plan depends on the task alone
@@ -95,23 +95,23 @@ def turns_vs_oracle(domain: Domain, task: Task, episode: Episode) -> CheckVerdic
     try:
         reference = _oracle_turns(domain, task)
     except Exception as exc:  # noqa: BLE001 - a task the oracle cannot plan (no gold actions it understands)
-        return CheckVerdict(check="turns_vs_oracle", status="not_applicable", detail=f"no oracle plan: {type(exc).__name__}")
+        return verdict("turns_vs_oracle", "not_applicable", f"no oracle plan: {type(exc).__name__}")
     if reference <= 0:
-        return CheckVerdict(check="turns_vs_oracle", status="not_applicable", detail="the oracle's plan is empty")
+        return verdict("turns_vs_oracle", "not_applicable", "the oracle's plan is empty")
     turns = len(agent_turn_indices(domain, episode.messages))
     ratio = turns / reference
     status = "fail" if turns > reference + max(2, reference // 2) else "pass"
-    return CheckVerdict(check="turns_vs_oracle", status=status, detail=f"{turns} agent turns, the oracle plans {reference}", value=round(ratio, 3))
+    return verdict("turns_vs_oracle", status, f"{turns} agent turns, the oracle plans {reference}", round(ratio, 3))
 
 
 def turns_after_completion(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     name = "turns_after_completion"
     if episode.reward is None or not episode.reward.success:
-        return CheckVerdict(check=name, status="not_applicable", detail="the task was not solved")
+        return verdict(name, "not_applicable", "the task was not solved")
     messages = episode.messages
     found = completion(domain, task, messages)
     if isinstance(found, str):
-        return CheckVerdict(check=name, status="not_applicable", detail=found)
+        return verdict(name, "not_applicable", found)
     complete, after = found
     status = "fail" if episode.termination in CUT and len(after) >= TALK_ON else "pass"
     proof = [evidence(messages, complete), evidence(messages, after[-1])] if after else [evidence(messages, complete)]
@@ -129,7 +129,7 @@ def completion(domain: Domain, task: Task, messages: list[Message]) -> tuple[int
     view = EpisodeView.of(messages)
     for output in task.outputs:
         wanted = normalise(output)
-        said = next((i for i in view.said if wanted in view.text(i)), None)
+        said = next((i for i in view.said if wanted in view.texts[i]), None)
         complete = max(complete, said if said is not None else len(messages))
     if complete == 0 and not task.outputs:
         return "the task asks for no change and no fact"
@@ -139,7 +139,5 @@ def completion(domain: Domain, task: Task, messages: list[Message]) -> tuple[int
 def _state_reached(domain: Domain, task: Task, messages: list[Message]) -> int:
     """Index of the agent message whose call last changed the state (0: none did): its last non-read call that
     ran without being refused, as the episode is solved and so ended in the gold state."""
-    tools = domain.task_tools(task)
-    reads = tools.names_of_kind("read")
-    changed = [c.index for c in agent_calls(messages) if c.ok and c.name in tools and c.name not in reads]
-    return changed[-1] if changed else 0
+    changes = domain.task_tools(task).names_of_kind("write", "think", "generic")  # every kind of tool but a read
+    return next((c.index for c in reversed(agent_calls(messages)) if c.ok and c.name in changes), 0)

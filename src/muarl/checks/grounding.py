@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does
+from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does, verdict
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -26,15 +26,15 @@ FACTS = "grounded_facts"
 def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     writes = domain.task_tools(task).names_of_kind("write")
     if not writes:
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the domain has no write tools")
+        return verdict(ACTIONS, "not_applicable", "the domain has no write tools")
     messages = episode.messages
     view = EpisodeView.of(messages)
     calls = view.calls
     claims = 0
-    if not may_claim(view.text(i) for i in view.said):
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
+    if not may_claim(view.texts[i] for i in view.said):
+        return verdict(ACTIONS, "not_applicable", "the agent claimed no action")
     for i in view.said:
-        for family, sentence in action_claims(view.text(i)):
+        for family, sentence in action_claims(view.texts[i]):
             claims += 1
             done = [c for c in calls if c.index < i and tool_does(family, c.name) and c.name in writes]
             if not any(c.ok for c in done):
@@ -43,13 +43,13 @@ def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdi
                 return CheckVerdict(check=ACTIONS, status="fail", detail=f"claims {family!r} done {why}: {sentence[:80]!r}",
                                     evidence=[evidence(messages, i), *proof])
     if not claims:
-        return CheckVerdict(check=ACTIONS, status="not_applicable", detail="the agent claimed no action")
-    return CheckVerdict(check=ACTIONS, status="pass", detail=f"{claims} claim(s), each after a successful matching call")
+        return verdict(ACTIONS, "not_applicable", "the agent claimed no action")
+    return verdict(ACTIONS, "pass", f"{claims} claim(s), each after a successful matching call")
 
 
 def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not task.outputs:
-        return CheckVerdict(check=FACTS, status="not_applicable", detail="the task requires no facts to be told")
+        return verdict(FACTS, "not_applicable", "the task requires no facts to be told")
     messages = episode.messages
     view = EpisodeView.of(messages)
     checked = 0
@@ -61,8 +61,8 @@ def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict
             return CheckVerdict(check=FACTS, status="fail", detail=f"told {output!r} before any tool result or user message showed it",
                                 evidence=[evidence(messages, said)])
     if not checked:
-        return CheckVerdict(check=FACTS, status="not_applicable", detail="no traceable required fact was told")
-    return CheckVerdict(check=FACTS, status="pass", detail=f"{checked} required fact(s) told after a tool or the user showed them")
+        return verdict(FACTS, "not_applicable", "no traceable required fact was told")
+    return verdict(FACTS, "pass", f"{checked} required fact(s) told after a tool or the user showed them")
 
 
 Told = Literal["unsaid", "grounded", "ungrounded", "untraceable"]
@@ -75,11 +75,11 @@ def fact_told(domain: Domain, task: Task, view: EpisodeView, output: str) -> tup
     or ``unsaid``. Shared by :func:`grounded_facts` and the checklist reward (:mod:`muarl.reward.checklist`)."""
     messages = view.messages
     wanted = normalise(output)
-    said = next((i for i in view.said if wanted in view.text(i)
-                 and not view.asks_confirmation(i)), None)  # a confirmation proposes: it tells nothing yet
+    said = next((i for i in view.said if wanted in view.texts[i]
+                 and not view.asks[i]), None)  # a confirmation proposes: it tells nothing yet
     if said is None:
         return "unsaid", -1  # never said: the outcome reward fails it; nothing to trace
-    if any(messages[i].role in ("tool", "user") and wanted in view.text(i) for i in range(said)):
+    if any(messages[i].role in ("tool", "user") and wanted in view.texts[i] for i in range(said)):
         return "grounded", said
     if not _gold_shows(domain, task, wanted):
         return "untraceable", said
@@ -100,6 +100,12 @@ def _gold_shows(domain: Domain, task: Task, wanted: str) -> bool:
 
 
 def _gold_results(domain: Domain, task: Task) -> list[str]:
+    """The normalised results of the task's gold calls that ran. The outcome reward's gold replay has them already
+    when every gold action is the agent's and none was refused (a replay may record a refusal as ``Error: ...``,
+    or run a user's action as the agent's); else the actions are run again here, a refused one showing nothing."""
+    replayed = domain.gold_outputs(task)
+    if replayed is not None and not any(a.requestor == "user" for a in task.actions) and not any(o.startswith("Error") for o in replayed):
+        return [normalise(o) for o in replayed]
     state = domain.new_state(task)
     shown = []
     for action in task.actions:

@@ -24,7 +24,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from muarl.errors import InputError
@@ -501,7 +501,13 @@ class Domain:
     # fails one earns only a fraction with the ``process`` reward (a check that does not apply passes)
     process_checks: tuple[str, ...] = ("confirmed_before_write", "grounded_actions", "grounded_facts")
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
+    _gold_outputs: dict[str, list[str]] = field(default_factory=dict, repr=False)  # what the replay behind each hash answered
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)
+
+    def fresh(self) -> Domain:
+        """This domain with its per-task caches empty (the tasks read, the gold replays), as a new process first
+        sees it: what measuring the cost of a task's first episode needs."""
+        return replace(self, _gold_hashes={}, _gold_outputs={}, _tasks={})
 
     def new_state(self, task: Task | None = None) -> State:
         """A fresh state over the seed data; domains whose tasks each set their starting point (ACEBench's
@@ -578,10 +584,19 @@ class Domain:
     def gold_hash(self, task: Task) -> str:
         """Hash of the state reached by replaying the task's gold actions on a fresh state (cached by the actions,
         which are all it depends on: a task read from a results file may share its id with a different one)."""
-        key = canonical_json([[[a.name, a.kwargs, a.requestor] for a in task.actions], self.setup_key(task)])
+        key = self._gold_key(task)
         h = self._gold_hashes.get(key)
         if h is None:
             state = self.new_state(task)
-            self.replay(state, task.actions)
+            self._gold_outputs[key] = self.replay(state, task.actions)
             h = self._gold_hashes[key] = state.hash()
         return h
+
+    def gold_outputs(self, task: Task) -> list[str] | None:
+        """What the tool calls of the gold replay behind :meth:`gold_hash` answered, in order (the outcome reward
+        runs it for every episode, so whatever else reads the gold results need not run it again); None before
+        it has run, where it failed, or in a domain that hashes its gold state another way."""
+        return self._gold_outputs.get(self._gold_key(task))
+
+    def _gold_key(self, task: Task) -> str:
+        return canonical_json([[[a.name, a.kwargs, a.requestor] for a in task.actions], self.setup_key(task)])

@@ -19,6 +19,8 @@ user turn's gold calls and then ends the turn in text.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 
 from muarl.models.base import Agent, AgentSession, AgentTurn
 from muarl.types import Action, Message, Task, ToolCall, ToolSpec, UserRequest
@@ -30,6 +32,19 @@ ASK_USER_ACTION = "Please do this on your phone:"
 
 def _say(text: str) -> Message:
     return Message(role="assistant", content=text)
+
+
+def _call_message(call_id: str, action: Action) -> Message:
+    return Message(role="assistant", tool_calls=[ToolCall(id=call_id, name=action.name, arguments=json.dumps(action.kwargs))])
+
+
+def _ask(action: Action) -> Message:
+    return _say(_confirmation(action))
+
+
+# a turn of the plan: its message, made only when the turn is taken (counting a plan's turns, as the efficiency
+# checks do for every task they judge, then builds no message), or a confirmation chosen when it is due
+Step = Callable[[], Message]
 
 
 def describe(action: Action) -> str:
@@ -48,7 +63,7 @@ class _Plan:
         self.listers = {t.name: list(t.parameters.get("required", [])) for t in reads if t.name.startswith("list_")}
         self.looked_up: set[str] = set()
         self.absent = task.user.absent  # no one to confirm with; the end phrase closes the conversation
-        self.steps: list[Message | _Confirm] = []
+        self.steps: list[Step | _Confirm] = []
         self.calls = 0
         if task.metadata.get("single_response"):
             self._single_response(task)
@@ -62,10 +77,9 @@ class _Plan:
     def _call(self, action: Action, request: UserRequest | None = None) -> None:
         if action.name in self.writes and self.absent is None:
             first = _as_first_asked(action, request)
-            self.steps.append(_say(_confirmation(action)) if first == action else _Confirm(first, action))
+            self.steps.append(partial(_ask, action) if first == action else _Confirm(first, action))
         self.calls += 1
-        call = ToolCall(id=f"call_{self.calls}", name=action.name, arguments=json.dumps(action.kwargs))
-        self.steps.append(Message(role="assistant", tool_calls=[call]))
+        self.steps.append(partial(_call_message, f"call_{self.calls}", action))
 
     def _look_up(self, action: Action, facts: dict[str, str]) -> None:
         """Read calls that show every id a write uses before it is used: no id comes from nowhere."""
@@ -85,7 +99,7 @@ class _Plan:
     def _structured(self, task: Task) -> None:
         identify = [a for a in task.actions if a.request is None]
         if not _says_all(task.user.requests[0], [v for a in identify for v in a.kwargs.values()]):
-            self.steps.append(_say(ASK_IDENTITY))
+            self.steps.append(partial(_say, ASK_IDENTITY))
         for action in identify:
             self._call(action)
         for arg, getter in self.getters.items():  # open the identified user's profile: it lists their record ids
@@ -95,7 +109,7 @@ class _Plan:
             unsaid = [k for k, v in request.facts.items() if v not in request.text]
             actions = [a for a in task.actions if a.request == i]
             if unsaid and request.outcome == "done":
-                self.steps.append(_say(f"Happy to help with that. Could you tell me the {', '.join(unsaid)}?"))
+                self.steps.append(partial(_say, f"Happy to help with that. Could you tell me the {', '.join(unsaid)}?"))
             for action in actions:
                 if action.name in self.writes:
                     self._look_up(action, request.revised().facts)
@@ -104,11 +118,11 @@ class _Plan:
                 else:
                     self._call(action, request)
             if request.outcome == "refused":
-                self.steps.append(_say(f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))
+                self.steps.append(partial(_say, f"I'm sorry, but I can't do that: our policy does not allow it. {ANYTHING_ELSE}"))
             elif request.outcome == "answered":
-                self.steps.append(_say(f"You asked: the answer is {request.answer}. {ANYTHING_ELSE}"))
+                self.steps.append(partial(_say, f"You asked: the answer is {request.answer}. {ANYTHING_ELSE}"))
             elif request.outcome == "done":
-                self.steps.append(_say(f"All done, that request is complete. {ANYTHING_ELSE}"))
+                self.steps.append(partial(_say, f"All done, that request is complete. {ANYTHING_ELSE}"))
 
     def _scripted(self, task: Task) -> None:
         """Per scripted user turn, its gold calls (``Action.request`` is the turn), then a reply that ends the turn."""
@@ -116,25 +130,25 @@ class _Plan:
             for action in task.actions:
                 if action.request == turn:
                     self._call(action)
-            self.steps.append(_say("Done."))
+            self.steps.append(partial(_say, "Done."))
 
     def _single_response(self, task: Task) -> None:
         """Tasks scored on one response (ACEBench's): every gold call in one message, or else the outputs as its text."""
         if task.actions:
             calls = [ToolCall(id=f"call_{i + 1}", name=a.name, arguments=json.dumps(a.kwargs)) for i, a in enumerate(task.actions)]
-            self.steps.append(Message(role="assistant", tool_calls=calls))
+            self.steps.append(partial(Message, role="assistant", tool_calls=calls))
         else:
-            self.steps.append(_say(" ".join(task.outputs)))
+            self.steps.append(partial(_say, " ".join(task.outputs)))
 
     def _generic(self, task: Task) -> None:
         for action in task.actions:
             if action.requestor == "user":  # the user's own device: only the user can do it (τ² telecom)
-                self.steps.append(_say(f"{ASK_USER_ACTION} {action.name}({json.dumps(action.kwargs)})"))
+                self.steps.append(partial(_say, f"{ASK_USER_ACTION} {action.name}({json.dumps(action.kwargs)})"))
             else:
                 self._call(action)
         told = "; ".join(task.outputs)
         close = self.absent.end if self.absent is not None else ANYTHING_ELSE
-        self.steps.append(_say((f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + close))
+        self.steps.append(partial(_say, (f"Here is the information you asked for: {told}. " if told else "Everything is done. ") + close))
 
 
 def _confirmation(action: Action) -> str:
@@ -159,11 +173,11 @@ class _Confirm:
         self.first, self.final, self.asked = first, final, asked
         self.new = [v for k, v in final.kwargs.items() if isinstance(v, str) and first.kwargs.get(k) != v]
 
-    def expand(self, messages: list[Message]) -> list[Message | _Confirm]:
+    def expand(self, messages: list[Message]) -> list[Step | _Confirm]:
         said = " ".join(m.content or "" for m in messages if m.role == "user")
         if self.asked or all(v in said for v in self.new):
-            return [_say(_confirmation(self.final))]
-        return [_say(_confirmation(self.first)), _Confirm(self.first, self.final, asked=True)]
+            return [partial(_ask, self.final)]
+        return [partial(_ask, self.first), _Confirm(self.first, self.final, asked=True)]
 
 
 def _says_all(request: UserRequest, values: list) -> bool:
@@ -188,7 +202,7 @@ class OracleSession(AgentSession):
             self.steps[self.next:self.next + 1] = self.steps[self.next].expand(messages)
         if self.next < len(self.steps):
             self.next += 1
-            return AgentTurn(self.steps[self.next - 1])
+            return AgentTurn(self.steps[self.next - 1]())
         return AgentTurn(_say(ANYTHING_ELSE))
 
 
