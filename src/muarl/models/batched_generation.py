@@ -72,7 +72,7 @@ class GeneratorStats:
 class BatchedGenerator:
     """Owns the model's forward passes for every session of a :class:`~muarl.models.local_engine.LocalPolicy`."""
 
-    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], bf16: bool = False, max_rows: int = 16,
+    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], max_rows: int, bf16: bool = False,
                  split: bool = False):
         """``weights``: the model to run (its current sampling copy is taken at every forward). ``sample(logits,
         generator) -> (token, logprob)`` draws one token from a 1-D float logits vector. ``split``: run

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from muarl.models.base import AgentTurn
-from muarl.models.local_engine import LocalPolicy, LocalSession
+from muarl.models.local_engine import DEFAULT_BATCH_ROWS, LocalPolicy, LocalSession
 from muarl.types import Message, ToolSpec, Usage
 
 MAX_POLICIES = 8  # distinct sampling settings kept at once (each holds its own prefix cache)
@@ -56,7 +56,7 @@ class LocalChatClient:
         if policy is None:
             policy = LocalPolicy(base.model, base.tokenizer, base.chat_format, sampling, name=base.name,
                                  share_prefix=base.prefix_cache is not None, batch=base.generator is not None,
-                                 max_batch_rows=base.generator.max_rows if base.generator is not None else 16)
+                                 max_batch_rows=base.generator.max_rows if base.generator is not None else DEFAULT_BATCH_ROWS)
             self._policies[key] = policy
             while len(self._policies) > MAX_POLICIES:
                 self._policies.popitem(last=False)

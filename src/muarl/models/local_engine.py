@@ -36,6 +36,12 @@ from muarl.models.token_session import TokenFormat, TokenSession
 from muarl.types import Task, ToolSpec
 
 
+# Most rows one batched decode step runs. With prefix-shared attention a row adds only its own tokens' keys and
+# values to a step's memory traffic, not another copy of the ~2,500-token system turn, so a GRPO step's 64
+# episodes (8 tasks x 8) decode together: the weights are read once per step for all of them.
+DEFAULT_BATCH_ROWS = 64
+
+
 @dataclass
 class SamplingConfig:
     temperature: float = 1.0  # 0 means greedy decoding (validation)
@@ -78,7 +84,7 @@ class LocalPolicy(TokenFormat, Agent):
 
     def __init__(self, model: Any, tokenizer: Any, chat_format: ChatFormat | str = "chatml-hermes",
                  sampling: SamplingConfig | None = None, name: str = "local", *,
-                 share_prefix: bool = True, batch: bool = True, max_batch_rows: int = 16):
+                 share_prefix: bool = True, batch: bool = True, max_batch_rows: int = DEFAULT_BATCH_ROWS):
         """``share_prefix``: start every session from one cached KV of the system turn. ``batch``: decode the
         turns of concurrent sessions together, at most ``max_batch_rows`` rows per forward.
 

@@ -66,7 +66,7 @@ class GRPOConfig(WorldConfig):
     max_new_tokens: int = Field(128, ge=1, description="tokens per assistant turn")
     max_context: int = Field(4096, ge=64, description="policy tokens per episode; an episode that outgrows it ends context_full (scored, a failure)")
     batched_rollouts: bool = Field(True, description="run a step's episodes concurrently and decode their turns in one batch")
-    rollout_batch_rows: int = Field(16, ge=1, description="most episodes decoded together in one forward (batched_rollouts)")
+    rollout_batch_rows: int = Field(64, ge=1, description="most episodes decoded together in one forward (batched_rollouts): a whole step of 8 tasks x 8")
     # update
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
