@@ -72,7 +72,8 @@ def churn(module: ModuleType, args: argparse.Namespace) -> float:
             if away is not None:
                 append(away, 1, args.feed)
                 join(batch, [away])
-            (away,) = batch.remove([step // args.every % len(batch)])
+            taken = batch.remove([step // args.every % len(batch)])
+            (away,) = taken[0] if isinstance(taken, tuple) else taken  # RowBatch.remove also says the rows' new order now
     return time.process_time() - start
 
 

@@ -95,8 +95,8 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
         for r in range(3):
             torch.testing.assert_close(torch.stack([got[0][r], got[1][r]]), expected[r], atol=1e-5, rtol=0)
         # the longest row leaves: the others keep their tokens, padding nobody needs is trimmed
-        (row1,) = batch.remove([1])
-        assert batch.lengths == [7, 11] and batch.pads == [4, 0] and batch.width == 11
+        (row1,), order = batch.remove([1])
+        assert order == [0, 2] and batch.lengths == [7, 11] and batch.pads == [4, 0] and batch.width == 11
         alone = DynamicCache()
         model(input_ids=torch.cat([contexts[1], torch.tensor([nexts[1]])], dim=1), past_key_values=alone, use_cache=True)
         for (k, v), (k2, v2) in zip(cache_layers(row1), cache_layers(alone)):
@@ -216,9 +216,9 @@ class Rows:
 
     def remove(self, *rows: int) -> list[tuple[list[int], DynamicCache]]:
         """Take rows out; each comes back as a session cache holding exactly its ids."""
-        caches = self.batch.remove(list(rows))
+        caches, self.order = self.batch.remove(list(rows))
         taken = [(self.ids[r], cache) for r, cache in zip(rows, caches)]
-        self.ids = [ids for r, ids in enumerate(self.ids) if r not in rows]
+        self.ids = [self.ids[r] for r in self.order]
         for ids, cache in taken:
             for (k, v), (k2, v2) in zip(cache_layers(cache), self.alone(ids)[1]):
                 torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
@@ -255,12 +255,12 @@ def test_rows_joining_together_and_leaving_in_any_order_decode_like_each_row_alo
     rows.step(20)
     first = rows.storage()
     taken_c, taken_a = rows.remove(2, 0)  # not in order, and around a row that stays
-    assert rows.batch.pads == [0, 5] and rows.storage() == first
+    assert rows.order == [3, 1] and rows.batch.pads == [5, 0] and rows.storage() == first  # the last row took slot 0
     rows.step(30)
     # a row that had another turn comes back longer than the batch: a free slot, the window widened leftwards
     rows.feed(taken_c[1], len(taken_c[0]), list(range(7, 19)))
     rows.add((taken_c[0] + list(range(7, 19)), taken_c[1]))
-    assert rows.batch.lengths == [19, 14, 22] and rows.batch.pads == [3, 8, 0] and rows.storage() == first
+    assert rows.batch.lengths == [14, 19, 22] and rows.batch.pads == [8, 3, 0] and rows.storage() == first
     rows.step(40)
     rows.remove(2)  # the last row
     rows.step(50)
@@ -301,6 +301,8 @@ def test_joining_rows_copy_the_batch_once_and_leaving_rows_copy_only_themselves(
     rows.step(6)
     taken = rows.remove(3, 9, 0)
     assert allocated == [16] * layers + [1] * 3 * layers  # the three leaving rows, each into its own storage
+    # the last three rows took the three free slots; every other row stayed where it was
+    assert rows.order == [13, 1, 2, 14, 4, 5, 6, 7, 8, 15, 10, 11, 12]
     rows.add(*taken[:2])
     rows.step(7)
     assert len(allocated) == 4 * layers and rows.storage() == storage

@@ -169,9 +169,10 @@ class BatchedGenerator:
         self.stats.max_rows = max(self.stats.max_rows, len(rows))
         done = [i for i, request in enumerate(rows) if self._take(request, logits[i])]
         if done:
-            for i, cache in zip(done, batch.remove(done)):
+            taken, order = batch.remove(done)
+            for i, cache in zip(done, taken):
                 self._finish(rows[i], cache)
-            rows[:] = [r for i, r in enumerate(rows) if i not in set(done)]
+            rows[:] = [rows[i] for i in order]
 
     def _take(self, request: GenerationRequest, logits: torch.Tensor) -> bool:
         """Sample the row's next token; True when its turn is over."""

@@ -224,12 +224,13 @@ class RowBatch:
       rows longer than the batch (then only the newly exposed padding column range is zeroed);
     - otherwise the batch is rebuilt once, directly into new storage with headroom on both sides;
     - a leaving row is copied out (its real tokens only, into storage with headroom for its next turn); the
-      rows after it move down one slot each (order kept), and padding no remaining row needs is dropped by
-      moving the window's start, not by copying. So the storage does not shrink as rows leave: it is freed
+      last row that stays moves into its slot (the caller reorders its rows as :meth:`remove` says: moving every
+      later row down one slot instead copied most of a 64-row batch at every removal), and padding no remaining
+      row needs is dropped by moving the window's start, not by copying. So the storage does not shrink as rows leave: it is freed
       when the batch empties or is rebuilt, or when its layers outgrow it (they then copy only the rows in use).
 
-    What the model sees is what it saw when every change rebuilt the batch: the same rows in the same order,
-    the same width, zeros in every padding position (the attention mask hides them, and zeros, unlike
+    What the model sees is what it saw when every change rebuilt the batch: the same rows (in the order
+    :meth:`remove` reports), the same width, zeros in every padding position (the attention mask hides them, and zeros, unlike
     uninitialised memory, cannot turn a hidden score into NaN), the same tokens; only the spare capacity
     around the window differs.
     """
@@ -281,10 +282,11 @@ class RowBatch:
         """Record that the model appended one token to every row."""
         self.lengths = [n + 1 for n in self.lengths]
 
-    def remove(self, rows: Sequence[int]) -> list[Any]:
-        """Take ``rows`` out of the batch; returns each as its own single-row ``DynamicCache`` (a copy of its
-        real tokens only, with headroom for the next turn), in the order asked. Padding no remaining row needs
-        is trimmed."""
+    def remove(self, rows: Sequence[int]) -> tuple[list[Any], list[int]]:
+        """Take ``rows`` out of the batch. Returns each as its own single-row ``DynamicCache`` (a copy of its real
+        tokens only, with headroom for the next turn), in the order asked, and the rows that stay, by their old
+        index, in their new order: the last rows that stay move into the slots left free, so a removal copies
+        as many rows as it takes out, however wide the batch. Padding no remaining row needs is trimmed."""
         if not self._owned():
             self._rebuild(len(self), self.width, cache_layers(self.cache))
         layers = self.cache.layers
@@ -298,22 +300,25 @@ class RowBatch:
                 layer_kv.append(GrowingLayer.owning(storage, 1, 0, length))
             taken.append(_cache_of(layer_kv))
         gone = set(rows)
-        keep = [r for r in range(len(self)) if r not in gone]
-        if not keep:
+        staying = len(self) - len(gone)
+        if not staying:
             self.cache, self.lengths, self.pads, self.prefixes = None, [], [], []
-            return taken
+            return taken, []
+        holes = [r for r in sorted(gone) if r < staying]
+        movers = [r for r in range(staying, len(self)) if r not in gone]  # as many as holes
+        order = list(range(staying))
         start, end = layers[0].start, layers[0].start + self.width
-        for slot, r in enumerate(keep):
-            if slot != r:  # a different slot of the same storage: the copy never overlaps itself
-                for layer in layers:
-                    for buffer in layer.storage:
-                        buffer[slot, :, start:end].copy_(buffer[r, :, start:end])
-        trim = min(self.pads[r] for r in keep)
-        self.lengths = [self.lengths[r] for r in keep]
-        self.pads = [self.pads[r] - trim for r in keep]
-        self.prefixes = [self.prefixes[r] for r in keep]
+        for hole, mover in zip(holes, movers):  # a different slot of the same storage: the copy never overlaps itself
+            for layer in layers:
+                for buffer in layer.storage:
+                    buffer[hole, :, start:end].copy_(buffer[mover, :, start:end])
+            order[hole] = mover
+        trim = min(self.pads[r] for r in order)
+        self.lengths = [self.lengths[r] for r in order]
+        self.pads = [self.pads[r] - trim for r in order]
+        self.prefixes = [self.prefixes[r] for r in order]
         self._set_window(start + trim)
-        return taken
+        return taken, order
 
     def _owned(self) -> bool:
         return all(isinstance(layer, GrowingLayer) and layer.owns_keys for layer in self.cache.layers)
