@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -59,9 +59,21 @@ class SharedPrefix:
 
 @dataclass(frozen=True)
 class PrefixRows:
-    """The rows of one forward grouped by the prefix they start with (rows with none are in no group)."""
+    """The rows of one forward grouped by the prefix they start with (rows with none are in no group), and the
+    additive form of the forward's mask, made by the first layer and read by the others."""
 
     groups: tuple[tuple[SharedPrefix, torch.Tensor | None], ...]  # (prefix, row indices; None: every row)
+    _additive: dict[tuple[torch.dtype, int], torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+
+    def additive_mask(self, mask: torch.Tensor, dtype: torch.dtype, group: int) -> torch.Tensor:
+        """``mask`` ``[rows, 1, new, width]`` (True: attend) as the additive ``[rows, 1, group * new, width]`` mask
+        of the query heads folded by key head (0 where attended, -inf elsewhere), in ``dtype``."""
+        key = (dtype, group)
+        if key not in self._additive:
+            rows, _, new, width = mask.shape
+            hidden = ~mask[:, :, None].expand(rows, 1, group, new, width).reshape(rows, 1, group * new, width)
+            self._additive[key] = torch.zeros(hidden.shape, dtype=dtype, device=mask.device).masked_fill_(hidden, float("-inf"))
+        return self._additive[key]
 
     @classmethod
     def of(cls, prefixes: Sequence[SharedPrefix | None]) -> PrefixRows:
@@ -114,16 +126,14 @@ def prefix_shared_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
     if dropout:
         raise NotImplementedError("prefix-shared attention is for inference; dropout must be 0")
     rows, heads, new, head_dim = query.shape
-    kv_heads, width = key.shape[1], key.shape[2]
+    kv_heads = key.shape[1]
     group = heads // kv_heads
     scale = scaling if scaling is not None else head_dim ** -0.5
     # the dtype scaled_dot_product_attention would compute in: autocast's (it casts its inputs) or the query's
     dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) else query.dtype
     folded = query.to(dtype).reshape(rows, kv_heads, group * new, head_dim)  # query head h reads key head h // group
 
-    hidden = ~attention_mask[:, :, None].expand(rows, 1, group, new, width).reshape(rows, 1, group * new, width)
-    additive = torch.zeros(hidden.shape, dtype=dtype, device=query.device).masked_fill_(hidden, float("-inf"))
-    out, lse = _flash(folded, key.to(dtype), value.to(dtype), additive, scale)
+    out, lse = _flash(folded, key.to(dtype), value.to(dtype), groups.additive_mask(attention_mask, dtype, group), scale)
     out = out.float()
 
     for prefix, members in groups.groups:
