@@ -114,9 +114,12 @@ class BatchedGenerator:
         try:
             while self._waiting or rows:
                 await self._settle()
-                self._admit(batch, rows)
-                if rows:
-                    self._decode_step(batch, rows)
+                # inference mode, not just no_grad: no version counters or view tracking on the many small
+                # tensors of a step; the caches it makes are only ever read and grown here
+                with torch.inference_mode():
+                    self._admit(batch, rows)
+                    if rows:
+                        self._decode_step(batch, rows)
                 await asyncio.sleep(0)
         except BaseException as exc:  # a failed forward fails every turn in flight, never hangs them
             for request in rows + self._waiting:
@@ -148,9 +151,8 @@ class BatchedGenerator:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
             model = self.weights.model()
             feed = torch.tensor([request.feed], device=next(model.parameters()).device)
-            with torch.no_grad():
-                logits = rows_logits(model, self.bf16, self.split, feed, request.cache, [request.prefix],
-                                     [request.cache.get_seq_length()], [0])
+            logits = rows_logits(model, self.bf16, self.split, feed, request.cache, [request.prefix],
+                                 [request.cache.get_seq_length()], [0])
             finished = self._take(request, logits[0])
             self._waiting.pop(0)
             self.stats.prefills += 1
@@ -167,8 +169,7 @@ class BatchedGenerator:
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         model = self.weights.model()
         feed = torch.tensor([[r.sampled[-1]] for r in rows], device=next(model.parameters()).device)
-        with torch.no_grad():
-            logits = rows_logits(model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
+        logits = rows_logits(model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
         batch.advance()
         self.stats.decode_steps += 1
         self.stats.decoded_rows += len(rows)

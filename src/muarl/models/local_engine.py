@@ -65,7 +65,7 @@ def sample_token(logits: Any, temperature: float, top_p: float, generator: Any) 
         logprobs = torch.log_softmax(logits, dim=-1)
         token = int(torch.argmax(logits))
         return token, float(logprobs[token])
-    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    logprobs = torch.log_softmax(logits / temperature if temperature != 1 else logits, dim=-1)  # x / 1 is x
     probs = logprobs.exp()
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
