@@ -45,9 +45,10 @@ def test_tools_and_split(tau2_telecom):
     assert "τ² task sets not in it: full (tasks_full.json)" in tau2_telecom.description
 
 
-def test_the_full_task_set_is_a_split_where_the_data_holds_it(tmp_path):
+def test_the_full_task_set_is_a_split_where_the_data_holds_it(tmp_path, tau2_telecom):
     """τ²'s full set comes in tasks_full.json; a data folder that has it offers the split (here a copy of the shared
-    folder whose full set is the base tasks), one that lacks it says which file is missing."""
+    folder whose full set is the base tasks), one that lacks it says which file is missing. (The fixture skips
+    the test where no τ² data is installed.)"""
     from muarl.domains.tau.loader import read_json, tau2_dir, tau2_tasks
     from muarl.domains.tau.telecom import tau2_telecom as load_telecom
 

@@ -33,6 +33,7 @@ import muarl.integrations  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from muarl.cli import main  # noqa: E402
+from domain_data import load_or_skip  # noqa: E402
 from muarl.data.store import find_root  # noqa: E402
 from muarl.integrations.verl import VerlPolicy  # noqa: E402
 from muarl.models.batched_generation import GenerationRequest  # noqa: E402
@@ -139,6 +140,7 @@ def test_a_grpo_step_runs_through_verls_worker_advantage_loss_and_optimizer(tmp_
 
     import verl
 
+    load_or_skip("tau-retail")  # the τ-retail row needs the benchmark's data
     data = str(find_root("tau-bench"))
     runner = CliRunner()
     for args in (["--domain", "clinic-lite", "--limit", "4", "--seed", str(CLINIC_SEED), "--out", str(tmp_path / "clinic")],
