@@ -136,11 +136,12 @@ def score(episodes: list[Episode]) -> dict[str, Any]:
 def run_agent(agent: Any, tasks: list[Task], cfg: DemoConfig, path: Path, resume: bool, progress: bool,
               concurrency: int = 1, desc: str | None = None) -> list[Episode]:
     """One greedy episode per task against the scripted user, each written to ``path`` as it ends (a resumed
-    stage keeps the finished ones)."""
+    stage keeps the finished ones). The episodes are read back from the file: the run keeps none in memory, and
+    hands ``asyncio.run`` no result to format (Python 3.11's formats its task's result, episodes and all)."""
     world = eval_world(cfg, tasks)
     asyncio.run(run_many(world.domain, world.tasks, agent, world.user, trials=1, concurrency=concurrency, out=path,
                          resume=resume and path.exists(), seed=cfg.seed, config=world.loop, reward_fn=world.reward_fn,
-                         backend_factory=world.backend_factory, progress=progress, desc=desc))
+                         backend_factory=world.backend_factory, progress=progress, desc=desc, keep_episodes=False))
     wanted = {t.id for t in tasks}
     return [e for e in latest_per_key(read_episodes(path)[0]) if e.task_id in wanted]
 
