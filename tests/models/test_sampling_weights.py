@@ -6,7 +6,7 @@ import torch
 
 from muarl.models.kv_cache import growing_cache
 from muarl.models.logits import last_token_logits
-from muarl.models.sampling_weights import SamplingWeights, bf16_linear_copy
+from muarl.models.sampling_weights import SamplingWeights, bf16_linear_copy, sampling_weights
 from muarl.models.tiny import tiny_random_lm
 
 
@@ -35,3 +35,14 @@ def test_the_copy_is_made_again_when_the_weights_change_and_not_otherwise():
     assert second is not first
     assert torch.equal(second.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight.to(torch.bfloat16))
     assert SamplingWeights(model, bf16=False).model() is model  # float32: the model itself
+
+
+def test_policies_over_one_model_share_one_bf16_copy():
+    from muarl.models.local_engine import LocalPolicy, SamplingConfig
+
+    model, tok = tiny_random_lm(seed=3)
+    greedy = LocalPolicy(model, tok, sampling=SamplingConfig(temperature=0.0, bf16=True))
+    sampled = LocalPolicy(model, tok, sampling=SamplingConfig(temperature=1.0, bf16=True))
+    assert greedy.weights is sampled.weights and greedy.weights.model() is sampled.weights.model()
+    other, _ = tiny_random_lm(seed=4)
+    assert sampling_weights(other, True) is not greedy.weights

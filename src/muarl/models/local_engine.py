@@ -94,7 +94,7 @@ class LocalPolicy(TokenFormat, Agent):
         from muarl.models.batched_generation import BatchedGenerator
         from muarl.models.kv_cache import PrefixCache
         from muarl.models.prefix_attention import supports_prefix_attention
-        from muarl.models.sampling_weights import SamplingWeights
+        from muarl.models.sampling_weights import sampling_weights
 
         super().__init__(tokenizer, chat_format)
         self.model = model
@@ -103,7 +103,7 @@ class LocalPolicy(TokenFormat, Agent):
         large_tensors_from_mmap()  # growing KV caches otherwise fragment the heap without bound
         self.prefix_cache = PrefixCache(model) if share_prefix else None
         self.split = supports_prefix_attention(model)  # sessions keep the shared prefix out of their caches
-        self.weights = SamplingWeights(model, self.sampling.bf16)  # what the forwards run: bf16 linears cast once
+        self.weights = sampling_weights(model, self.sampling.bf16)  # what the forwards run: bf16 linears cast once
         self.generator = BatchedGenerator(self.weights, self._sample, self.stop_ids, bf16=self.sampling.bf16,
                                           max_rows=max_batch_rows, split=self.split) if batch else None
 

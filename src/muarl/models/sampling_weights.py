@@ -15,6 +15,7 @@ the model's own tensors, shared, not copied.
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 import torch
@@ -55,3 +56,18 @@ class SamplingWeights:
             self._copy = None  # the old copy's memory is free before the new one is made
             self._copy, self._version = bf16_linear_copy(self.source), version
         return self._copy
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, SamplingWeights] = weakref.WeakKeyDictionary()
+
+
+def sampling_weights(model: Any, bf16: bool) -> SamplingWeights:
+    """The :class:`SamplingWeights` of ``model``: under bf16 one per model in the process, so the policies of several
+    sampling settings over one model (a :class:`~muarl.models.local_chat.LocalChatClient` serving users, a server's
+    requests) share one bfloat16 copy instead of holding one each."""
+    if not bf16:
+        return SamplingWeights(model, False)
+    weights = _SHARED.get(model)
+    if weights is None:
+        weights = _SHARED[model] = SamplingWeights(model, True)
+    return weights
