@@ -73,17 +73,15 @@ class GeneratorStats:
 class BatchedGenerator:
     """Owns the model's forward passes for every session of a :class:`~muarl.models.local_engine.LocalPolicy`."""
 
-    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], max_rows: int, bf16: bool = False,
-                 split: bool = False):
-        """``weights``: the model to run (its current sampling copy is taken at every forward). ``sample(logits,
-        generator) -> (token, logprob)`` draws one token from a 1-D float logits vector. ``split``: run
-        prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
+    def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], max_rows: int, split: bool = False):
+        """``weights``: the model to run and whether under bfloat16 autocast (its current sampling copy is taken at
+        every forward). ``sample(logits, generator) -> (token, logprob)`` draws one token from a 1-D float logits
+        vector. ``split``: run prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         self.weights = weights
         self.sample = sample
         self.stop_ids = stop_ids
-        self.bf16 = bf16
         self.max_rows = max_rows
         self.split = split
         self.stats = GeneratorStats()
@@ -142,16 +140,18 @@ class BatchedGenerator:
             seen = len(self._waiting)
             await asyncio.sleep(0)
 
-
     def _admit(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         """Prefill waiting requests (one forward each) and move the unfinished ones into the batch, all in one
         ``RowBatch.add`` (one copy of the batch at most, however many join)."""
+        if not self._waiting:
+            return
         joining = []
+        model = self.weights.model()
+        device = next(model.parameters()).device
         while self._waiting and len(rows) < self.max_rows:
             request = self._waiting[0]  # still waiting (and failed with the rest) if this forward raises
-            model = self.weights.model()
-            feed = torch.tensor([request.feed], device=next(model.parameters()).device)
-            logits = rows_logits(model, self.bf16, self.split, feed, request.cache, [request.prefix],
+            feed = torch.tensor([request.feed], device=device)
+            logits = rows_logits(model, self.weights.bf16, self.split, feed, request.cache, [request.prefix],
                                  [request.cache.get_seq_length()], [0])
             finished = self._take(request, logits[0])
             self._waiting.pop(0)
@@ -169,7 +169,7 @@ class BatchedGenerator:
     def _decode_step(self, batch: RowBatch, rows: list[GenerationRequest]) -> None:
         model = self.weights.model()
         feed = torch.tensor([[r.sampled[-1]] for r in rows], device=next(model.parameters()).device)
-        logits = rows_logits(model, self.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
+        logits = rows_logits(model, self.weights.bf16, self.split, feed, batch.cache, batch.prefixes, batch.lengths, batch.pads)
         batch.advance()
         self.stats.decode_steps += 1
         self.stats.decoded_rows += len(rows)

@@ -104,8 +104,8 @@ class LocalPolicy(TokenFormat, Agent):
         self.prefix_cache = PrefixCache(model) if share_prefix else None
         self.split = supports_prefix_attention(model)  # sessions keep the shared prefix out of their caches
         self.weights = sampling_weights(model, self.sampling.bf16)  # what the forwards run: bf16 linears cast once
-        self.generator = BatchedGenerator(self.weights, self._sample, self.stop_ids, bf16=self.sampling.bf16,
-                                          max_rows=max_batch_rows, split=self.split) if batch else None
+        self.generator = BatchedGenerator(self.weights, self._sample, self.stop_ids, max_rows=max_batch_rows,
+                                          split=self.split) if batch else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, chat_format: str = "chatml-hermes", sampling: SamplingConfig | None = None) -> LocalPolicy:
