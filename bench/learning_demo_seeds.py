@@ -2,6 +2,11 @@
 
     OMP_WAIT_POLICY=PASSIVE python bench/learning_demo_seeds.py --seeds 0,1,2 --precisions fp32,bf16 --out runs/spread
     OMP_WAIT_POLICY=PASSIVE python bench/learning_demo_seeds.py ... --resume     # after an interruption
+    python bench/learning_demo_seeds.py --out runs/spread --from-records bench/results/learning_spread
+
+``--records DIR`` keeps each finished run's results in DIR (one file per precision, seed and CPU), and
+``--from-records DIR`` writes the table over every run kept there without running anything: runs made in
+different sessions or on different machines add up to one spread.
 
 Each run goes to ``OUT/<precision>/seed-N`` (its own results.md; ``OUT/<precision>/spread.md`` covers that
 precision), and ``OUT/spread.md`` covers every run: each run's RL - SFT and RL - control with McNemar p and paired
@@ -20,7 +25,7 @@ from pathlib import Path
 from muarl.cli.train import prepare_threads
 from muarl.demo.config import form_config
 from muarl.demo.run import run_seeds
-from muarl.demo.spread import spread_markdown, write_spread
+from muarl.demo.spread import load_records, save_record, spread_markdown, write_spread
 
 
 def main() -> None:
@@ -31,7 +36,12 @@ def main() -> None:
     parser.add_argument("--grpo-minutes", type=float, help="GRPO time box (default: the full form's 30)")
     parser.add_argument("--resume", action="store_true", help="continue the runs in --out, skipping finished stages")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--records", type=Path, help="keep each finished run's results here")
+    parser.add_argument("--from-records", type=Path, help="run nothing: the table over every run kept in this directory")
     args = parser.parse_args()
+    if args.from_records:
+        print(spread_markdown(write_spread(args.out, load_records(args.from_records))))
+        return
     prepare_threads()
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -39,7 +49,11 @@ def main() -> None:
     for precision in args.precisions.split(","):
         cfg = form_config("full", out=str(args.out / precision), precision=precision, grpo_minutes=args.grpo_minutes)
         run_seeds(cfg, seeds, resume=args.resume, progress=not args.quiet)
-        runs += [json.loads((args.out / precision / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
+        finished = [json.loads((args.out / precision / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
+        if args.records:
+            for results in finished:
+                print(f"kept {save_record(results, args.records)}")
+        runs += finished
     print(spread_markdown(write_spread(args.out, runs)))
 
 

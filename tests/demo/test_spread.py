@@ -64,3 +64,23 @@ def test_pilot_seeds_run_each_in_its_own_directory_and_write_one_table(tmp_path)
 def test_the_command_refuses_bad_seeds_in_one_line(tmp_path, args, message):
     result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d"), "--model", "tiny-random", "--quiet", *args])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_records_from_several_machines_add_up_to_one_table(tmp_path):
+    from muarl.demo.spread import load_records, record_name, save_record
+
+    a = fake_run(0, "bf16", (0.2, 40, 10, 1e-5), 0.05, {"level 1": (1.0, 1.0)})
+    b = {**fake_run(0, "bf16", (0.1, 30, 15, 0.03), -0.01, {"level 1": (1.0, 0.9)}), "machine": {"cpu_model": "Intel(R) Xeon(R) 8480+"}}
+    c = {**fake_run(1, "fp32", (0.3, 50, 5, 1e-9), 0.1, {"level 1": (1.0, 1.0)}), "machine": {"cpu_model": "AMD EPYC"}}
+    assert record_name(b) == "bf16-seed-0-intel-r-xeon-r-8480.json" and record_name(a) == "bf16-seed-0-unknown-cpu.json"
+    for run in (c, b, a):
+        save_record(run, tmp_path / "records")
+    save_record(c, tmp_path / "records")  # the same run kept again replaces its record
+    runs = load_records(tmp_path / "records")
+    summary = spread(runs)
+    assert [r["label"] for r in summary["runs"]] == ["seed 0, bf16", "seed 0, bf16, Intel(R) Xeon(R) 8480+", "seed 1, fp32, AMD EPYC"]
+    assert summary["deltas"]["rl_minus_sft"]["n_runs"] == 3
+    with pytest.raises(ValueError, match="pilot"):
+        save_record({**a, "pilot": True}, tmp_path / "records")
+    with pytest.raises(ValueError, match="no run records"):
+        load_records(tmp_path / "empty")

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from muarl.models.precision import cpu_flags, has_fast_bf16, use_bf16
+from muarl.models.precision import cpu_flags, cpu_model, has_fast_bf16, use_bf16
 
 AVX2_ONLY = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nflags\t: fpu avx2\n"
 SAPPHIRE = "processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
@@ -13,6 +13,15 @@ def test_cpu_flags_reads_the_first_processor(tmp_path: Path) -> None:
     info.write_text(AVX2_ONLY)
     assert cpu_flags(info) == {"fpu", "sse2", "avx", "avx2", "fma"}
     assert cpu_flags(tmp_path / "missing") == set()
+
+
+def test_cpu_model_names_the_first_processor_or_nothing(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(AVX2_ONLY)
+    assert cpu_model(info) == "AMD EPYC"
+    info.write_text(SAPPHIRE)  # no model name line (some VMs, ARM kernels)
+    assert cpu_model(info) is None
+    assert cpu_model(tmp_path / "missing") is None
 
 
 def test_bf16_only_where_the_hardware_multiplies_it() -> None:

@@ -33,9 +33,9 @@ def paired_delta(after: dict[str, float], before: dict[str, float], seed: int = 
 def machine() -> dict[str, Any]:
     import torch
 
-    from muarl.models.precision import cpu_flags
+    from muarl.models.precision import cpu_flags, cpu_model
 
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+    return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "cpu_flags": sorted(cpu_flags() & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})}
 

@@ -8,11 +8,16 @@ p-value and the paired bootstrap CI (``muarl.demo.report``), the mean and the ra
 held-out task (level x change of mind) the cold start's and RL's success, a fall of more than ``DROP_FLAG``
 flagged. ``criteria`` checks issue 21's bar: every run's RL - SFT >= +15 points with p < 0.01, the mean
 RL - control > 0, and no kind falling by more than 10 points from the cold start in any run.
+
+A run takes ~100 minutes on 2 cores, so the spread is gathered over sessions and machines: ``save_record`` keeps a
+finished run's results as one file named by precision, seed and CPU (``bench/results/learning_spread/`` holds the
+project's), and ``load_records`` reads them all back into one table.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +29,35 @@ COMPARED = (("rl_minus_sft", "RL - SFT"), ("rl_minus_control", "RL - control"))
 
 
 def run_label(results: dict[str, Any]) -> str:
-    """``seed 3, bf16``: what tells runs apart in the table."""
-    return f"seed {results['config']['seed']}, {results.get('precision') or results['config']['precision']}"
+    """``seed 3, bf16, AMD EPYC``: what tells runs apart in the table (the CPU where the run recorded it)."""
+    label = f"seed {results['config']['seed']}, {results.get('precision') or results['config']['precision']}"
+    cpu = results.get("machine", {}).get("cpu_model")
+    return f"{label}, {cpu}" if cpu else label
+
+
+def record_name(results: dict[str, Any]) -> str:
+    """``bf16-seed-0-amd-epyc.json``: one file per (precision, seed, CPU), so runs of one seed on two machines
+    are two records and a rerun on the same machine replaces its own."""
+    cpu = re.sub(r"[^a-z0-9]+", "-", (results.get("machine", {}).get("cpu_model") or "unknown cpu").lower()).strip("-")
+    return f"{results.get('precision') or results['config']['precision']}-seed-{results['config']['seed']}-{cpu}.json"
+
+
+def save_record(results: dict[str, Any], records: Path) -> Path:
+    """Keep a finished full-form run's results in ``records``; a pilot measures nothing and is refused."""
+    if results["pilot"]:
+        raise ValueError("a pilot run measures nothing: it is not kept as a record of the learning claim")
+    records.mkdir(parents=True, exist_ok=True)
+    path = records / record_name(results)
+    atomic_write_text(path, json.dumps(results, indent=1) + "\n")
+    return path
+
+
+def load_records(records: Path) -> list[dict[str, Any]]:
+    """Every run kept in ``records``, ordered by precision, seed, then CPU."""
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(records.glob("*.json"))]
+    if not runs:
+        raise ValueError(f"no run records in {records}")
+    return sorted(runs, key=lambda r: (r.get("precision") or "", r["config"]["seed"], run_label(r)))
 
 
 def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -29,6 +29,20 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set()
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The first processor's model name (``AMD EPYC``, ``Intel(R) Xeon(R) ...``): runs that differ by machine say
+    which one they ran on. None where /proc/cpuinfo does not name it."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return None
+
+
 def has_fast_bf16(flags: set[str] | None = None, cuda: bool | None = None) -> bool:
     """True where bf16 matmuls run natively: a CUDA device, or a CPU with AVX-512-BF16 or AMX."""
     if cuda is None:
