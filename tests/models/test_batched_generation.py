@@ -11,6 +11,7 @@ import torch
 from booking_world import ListUser
 
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.models.logits import cache_argument
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
 from muarl.types import Episode
@@ -42,8 +43,7 @@ class ProbeLM(torch.nn.Module):
     def get_output_embeddings(self):
         return self.inner.get_output_embeddings()
 
-    def forward(self, input_ids, past_key_values, attention_mask=None, muarl_prefix_rows=None, **kwargs):
-        cache = past_key_values
+    def forward(self, input_ids, cache, attention_mask=None, muarl_prefix_rows=None, **kwargs):
         held = cache.layers[self.probe].keys[:, 0, :, 0] if len(cache.layers) > self.probe else input_ids.new_zeros(input_ids.shape[0], 0)
         prefixes = [()] * input_ids.shape[0]
         for prefix, members in muarl_prefix_rows.groups if muarl_prefix_rows is not None else ():
@@ -61,7 +61,8 @@ class ProbeLM(torch.nn.Module):
         self.batch_sizes.append(input_ids.shape[0])
         if muarl_prefix_rows is not None:
             kwargs["muarl_prefix_rows"] = muarl_prefix_rows
-        out = self.inner.get_decoder()(input_ids=input_ids, past_key_values=cache, attention_mask=attention_mask, **kwargs)
+        decoder = self.inner.get_decoder()
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask, **{cache_argument(decoder): cache}, **kwargs)
         fed = input_ids.to(torch.float32)[:, None, :, None]
         cache.update(fed, fed, self.probe)
         return out

@@ -18,6 +18,7 @@ from muarl.models.kv_cache import (
     make_cache,
 )
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.models.logits import cache_argument
 from muarl.models.prefix_attention import SharedPrefix, rows_logits
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
@@ -57,7 +58,7 @@ def test_prefix_cache_is_recomputed_when_the_weights_change():
     def prefill(x):
         c = DynamicCache()
         with torch.no_grad():
-            model(input_ids=torch.tensor([x]), past_key_values=c, use_cache=True)
+            model(input_ids=torch.tensor([x]), **{cache_argument(model): c}, use_cache=True)
         return c
 
     first = cache_layers(cache.session_cache(ids, prefill))
@@ -84,7 +85,7 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
         batch = RowBatch()
         for ctx in contexts:
             cache = DynamicCache()
-            model(input_ids=ctx, past_key_values=cache, use_cache=True)
+            model(input_ids=ctx, **{cache_argument(model): cache}, use_cache=True)
             batch.add([cache])  # one at a time: free slots, widening and rebuilds all happen
         assert batch.pads == [12, 0, 8] and batch.lengths == [5, 17, 9]
         got = []
@@ -98,7 +99,7 @@ def test_row_batch_decodes_rows_of_different_lengths_like_each_row_alone():
         (row1,), order = batch.remove([1])
         assert order == [0, 2] and batch.lengths == [7, 11] and batch.pads == [4, 0] and batch.width == 11
         alone = DynamicCache()
-        model(input_ids=torch.cat([contexts[1], torch.tensor([nexts[1]])], dim=1), past_key_values=alone, use_cache=True)
+        model(input_ids=torch.cat([contexts[1], torch.tensor([nexts[1]])], dim=1), **{cache_argument(model): alone}, use_cache=True)
         for (k, v), (k2, v2) in zip(cache_layers(row1), cache_layers(alone)):
             assert k.shape == k2.shape == (1, k.shape[1], 19, k.shape[3])
             torch.testing.assert_close(k, k2, atol=1e-5, rtol=0)
@@ -178,7 +179,7 @@ class Rows:
         if prefix:
             cache = growing_cache()
             with torch.no_grad():
-                model(input_ids=torch.tensor([prefix]), past_key_values=cache, use_cache=True)
+                model(input_ids=torch.tensor([prefix]), **{cache_argument(model): cache}, use_cache=True)
             self.prefix = SharedPrefix(cache_layers(cache), len(prefix))
 
     def feed(self, cache: DynamicCache, cached: int, ids: list[int]) -> torch.Tensor:
@@ -199,7 +200,7 @@ class Rows:
         """The last logits and (after the prefix) the keys and values of ``ids`` after the prefix, run alone."""
         cache = DynamicCache()
         with torch.no_grad():
-            logits = self.model(input_ids=torch.tensor([self.prefix_ids + ids]), past_key_values=cache, use_cache=True).logits[0, -1]
+            logits = self.model(input_ids=torch.tensor([self.prefix_ids + ids]), **{cache_argument(self.model): cache}, use_cache=True).logits[0, -1]
         return logits, [(k[:, :, len(self.prefix_ids):], v[:, :, len(self.prefix_ids):]) for k, v in cache_layers(cache)]
 
     def step(self, token: int) -> None:

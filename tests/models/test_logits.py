@@ -60,3 +60,30 @@ def test_sampler_and_trainer_agree_under_bf16(domain, batch):
     sampler = torch.tensor([lp for lp, m in zip(trace.logprobs[1:], trace.loss_mask[1:]) if m])
     assert sampler.numel() >= 24
     assert float((trainer - sampler).abs().mean()) < 0.02
+
+
+def test_the_kv_cache_goes_in_under_the_keyword_the_decoder_takes():
+    """transformers 5 renamed the decoder's ``past_key_values`` to ``cache``; the verl extra pins a release with
+    only the old name. (pyproject turns the old name's deprecation warning into an error for every test.)"""
+    from muarl.models.logits import cache_argument, causal_lm_parts, returned_cache
+
+    class OldDecoder:
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None): ...
+
+    class Output:  # an old release's output: the cache under its old name only
+        past_key_values = "kv"
+
+    class Wrapper:  # passes everything on to a decoder of the installed transformers
+        def forward(self, input_ids=None, **kwargs): ...
+
+    assert cache_argument(OldDecoder()) == "past_key_values" and returned_cache(Output()) == "kv"
+    assert cache_argument(Wrapper()) == cache_argument(causal_lm_parts(tiny_random_lm()[0])[0])
+    from transformers import DynamicCache
+
+    model, _ = tiny_random_lm()
+    decoder = causal_lm_parts(model)[0]
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        out = decoder(input_ids=torch.tensor([[1, 5, 7]]), use_cache=True, **{cache_argument(decoder): cache})
+    assert cache.get_seq_length() == 3 and returned_cache(out) is cache  # the decoder filled the cache it was given
+    assert returned_cache(type("Bare", (), {})()) is None

@@ -12,6 +12,7 @@ from transformers import DynamicCache
 
 from muarl.models.kv_cache import RowBatch, cache_layers, growing_cache
 from muarl.models.local_engine import LocalPolicy, SamplingConfig
+from muarl.models.logits import cache_argument
 from muarl.models.prefix_attention import PrefixRows, SharedPrefix, forward_inputs, rows_logits, supports_prefix_attention
 from muarl.models.tiny import tiny_random_lm
 from muarl.rollout.episode import LoopConfig, run_episode
@@ -45,7 +46,7 @@ def test_rows_are_grouped_by_prefix_object():
 def _prefix(model, ids: list[int]) -> SharedPrefix:
     cache = growing_cache()
     with torch.no_grad():
-        model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        model(input_ids=torch.tensor([ids]), **{cache_argument(model): cache}, use_cache=True)
     return SharedPrefix(cache_layers(cache), len(ids))
 
 

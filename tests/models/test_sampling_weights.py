@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from muarl.models.kv_cache import growing_cache
-from muarl.models.logits import last_token_logits
+from muarl.models.logits import cache_argument, last_token_logits
 from muarl.models.sampling_weights import SamplingWeights, bf16_linear_copy, sampling_weights
 from muarl.models.tiny import tiny_random_lm
 
@@ -15,8 +15,8 @@ def test_linear_weights_cast_once_give_autocasts_logits_bit_for_bit():
     copy = bf16_linear_copy(model)
     ids = torch.randint(3, 300, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        expected = last_token_logits(model, True, input_ids=ids, past_key_values=growing_cache(torch.bfloat16), use_cache=True)
-        got = last_token_logits(copy, True, input_ids=ids, past_key_values=growing_cache(torch.bfloat16), use_cache=True)
+        expected = last_token_logits(model, True, input_ids=ids, **{cache_argument(model.model): growing_cache(torch.bfloat16)}, use_cache=True)
+        got = last_token_logits(copy, True, input_ids=ids, **{cache_argument(model.model): growing_cache(torch.bfloat16)}, use_cache=True)
     assert torch.equal(got, expected)
     # only the decoder's linear layers were copied; the tied float32 head and embeddings, the norms are the model's
     assert copy.model.layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16

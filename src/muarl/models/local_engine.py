@@ -130,13 +130,14 @@ class LocalPolicy(TokenFormat, Agent):
         """A new KV cache filled with ``ids`` (for the shared system-turn prefix)."""
         import torch
 
-        from muarl.models.logits import autocast_for, causal_lm_parts
+        from muarl.models.logits import autocast_for, cache_argument, causal_lm_parts
 
         model = self.weights.model()
         cache = self.kv_cache()
+        decoder = causal_lm_parts(model)[0]
         feed = torch.tensor([ids], device=next(model.parameters()).device)
         with torch.no_grad(), autocast_for(model, self.sampling.bf16):
-            causal_lm_parts(model)[0](input_ids=feed, past_key_values=cache, use_cache=True)  # keys and values only
+            decoder(input_ids=feed, use_cache=True, **{cache_argument(decoder): cache})  # keys and values only
         return cache
 
     def context_size(self) -> int:

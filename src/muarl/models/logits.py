@@ -14,6 +14,8 @@ Llama-family models is), so the projection in float32 sees it unrounded.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from typing import Any
 
 import torch
@@ -24,6 +26,31 @@ def causal_lm_parts(model: Any) -> tuple[Any, Any]:
     logits = head(last hidden state), true of Llama, Qwen, Mistral and SmolLM families."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     return inner.get_decoder(), inner.get_output_embeddings()
+
+
+def cache_argument(decoder: Any) -> str:
+    """The keyword under which ``decoder.forward`` takes a KV cache. transformers 5 renamed ``past_key_values``
+    to ``cache``: where both exist the old name warns on every forward (and goes in 5.40), and the verl extra
+    pins a transformers that knows only the old one. A forward that names either takes that one; one that only
+    passes ``**kwargs`` on (a wrapper) gets the installed transformers' name."""
+    return _cache_argument(type(decoder))
+
+
+@functools.cache
+def _cache_argument(decoder_class: type) -> str:
+    named = inspect.signature(decoder_class.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in named:
+            return name
+    from transformers import LlamaModel
+
+    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
+
+
+def returned_cache(output: Any) -> Any:
+    """The KV cache a decoder's output carries, under either of transformers' names (None if it has none)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
 
 
 def autocast_for(model: Any, bf16: bool) -> contextlib.AbstractContextManager:

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from muarl.models.logits import causal_lm_parts, last_token_logits
+from muarl.models.logits import cache_argument, causal_lm_parts, last_token_logits
 
 ATTENTION = "muarl_prefix_shared"
 ROWS_KEYWORD = "muarl_prefix_rows"
@@ -161,7 +161,7 @@ def rows_logits(model: Any, bf16: bool, split: bool, ids: torch.Tensor, cache: A
     ``cached`` tokens after ``pads`` of left padding (and after ``prefixes`` when ``split``): every forward of the
     local engine's sampler. Without ``split`` (models :func:`supports_prefix_attention` refuses) the rows hold
     their prefix themselves and transformers' own attention runs, with a 2-D padding mask."""
-    forward = {"input_ids": ids, "past_key_values": cache, "use_cache": True}
+    forward = {"input_ids": ids, cache_argument(causal_lm_parts(model)[0]): cache, "use_cache": True}
     if split:
         with prefix_attention(model):
             return last_token_logits(model, bf16, **forward, **forward_inputs(prefixes, cached, pads, ids.shape[1], ids.device))

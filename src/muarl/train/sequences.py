@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from muarl.models.logits import autocast_for, causal_lm_parts, float32_logits
+from muarl.models.logits import autocast_for, cache_argument, causal_lm_parts, float32_logits
 from muarl.train.grpo import entropy_from_logits, token_logprobs
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def supervised_logprobs(
     if prefix is not None:
         rows = ids.shape[0]
         attention = torch.cat([torch.ones(rows, prefix.length, dtype=attention.dtype, device=device), attention], dim=1)
-        past = {"past_key_values": prefix.cache_for(rows), "use_cache": True}
+        past = {cache_argument(decoder): prefix.cache_for(rows), "use_cache": True}
     with autocast_for(model, bf16):
         hidden = decoder(input_ids=ids, attention_mask=attention, **past).last_hidden_state
     logits = float32_logits(head, hidden[:, :-1][target_mask])

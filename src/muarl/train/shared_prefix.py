@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from muarl.models.kv_cache import LayerKV, cache_layers, make_cache
-from muarl.models.logits import autocast_for, causal_lm_parts
+from muarl.models.logits import autocast_for, causal_lm_parts, returned_cache
 
 MIN_SHARED_TOKENS = 16  # below this the bookkeeping costs more than the prefix forward it saves
 
@@ -76,9 +76,10 @@ def encode_prefix(model: object, ids: Sequence[int], *, bf16: bool = False) -> S
     device = next(model.parameters()).device
     with autocast_for(model, bf16):
         out = decoder(input_ids=torch.tensor([list(ids)], device=device), use_cache=True)
-    if out.past_key_values is None:
+    cache = returned_cache(out)
+    if cache is None:
         raise RuntimeError("the model returned no KV cache (gradient checkpointing disables it): turn share_prefix off")
-    layers = cache_layers(out.past_key_values)
+    layers = cache_layers(cache)
     if not torch.is_grad_enabled():
         return SharedPrefix(len(ids), layers)
     leaves = [(k.detach().requires_grad_(True), v.detach().requires_grad_(True)) for k, v in layers]
