@@ -33,6 +33,7 @@ import torch
 
 from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm
 from muarl.models.kv_cache import cache_layers, make_cache
+from muarl.models.logits import cache_argument, returned_cache
 
 
 def decode(model: object, layers: list, growing: bool, args: argparse.Namespace) -> tuple[list[float], torch.Tensor]:
@@ -48,7 +49,7 @@ def decode(model: object, layers: list, growing: bool, args: argparse.Namespace)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         for _ in range(args.steps):
             t0 = time.perf_counter()
-            out = model(input_ids=feed, past_key_values=cache, use_cache=True, logits_to_keep=1,
+            out = model(input_ids=feed, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1,
                         attention_mask=mask, position_ids=positions)
             times.append(time.perf_counter() - t0)
             mask = torch.cat([mask, torch.ones(args.rows, 1, dtype=torch.long)], dim=1)
@@ -68,7 +69,7 @@ def main() -> None:
     model.eval()
     ids = torch.randint(5, min(10_000, model.config.vocab_size), (1, args.context), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        one = cache_layers(model(input_ids=ids, use_cache=True).past_key_values)
+        one = cache_layers(returned_cache(model(input_ids=ids, use_cache=True)))
     layers = [(k.float().expand(args.rows, -1, -1, -1).contiguous(), v.float().expand(args.rows, -1, -1, -1).contiguous()) for k, v in one]
     times: dict[str, list[float]] = {"dynamic": [], "growing": []}
     logits = {}

@@ -34,7 +34,7 @@ import torch
 
 from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm
 from muarl.models.kv_cache import growing_cache
-from muarl.models.logits import causal_lm_parts, float32_logits, last_token_logits
+from muarl.models.logits import cache_argument, causal_lm_parts, float32_logits, last_token_logits
 from muarl.models.precision import FAST_BF16_CPU_FLAGS, cpu_flags, use_bf16
 
 
@@ -56,10 +56,10 @@ def decode_seconds(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, head32
     """Seconds per decode step after prefilling ``ids`` ([rows, context]) into a growing cache."""
     cache = growing_cache(torch.bfloat16 if bf16 else None)
     with torch.no_grad():
-        feed = next_logits(model, bf16, head32, input_ids=ids, past_key_values=cache, use_cache=True).argmax(-1, keepdim=True)
+        feed = next_logits(model, bf16, head32, input_ids=ids, **{cache_argument(model): cache}, use_cache=True).argmax(-1, keepdim=True)
         t0 = time.perf_counter()
         for _ in range(steps):
-            feed = next_logits(model, bf16, head32, input_ids=feed, past_key_values=cache, use_cache=True).argmax(-1, keepdim=True)
+            feed = next_logits(model, bf16, head32, input_ids=feed, **{cache_argument(model): cache}, use_cache=True).argmax(-1, keepdim=True)
     return (time.perf_counter() - t0) / steps
 
 
