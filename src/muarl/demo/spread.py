@@ -114,7 +114,8 @@ def spread_markdown(summary: dict[str, Any]) -> str:
     for name, _ in COMPARED:
         d = summary["deltas"].get(name)
         cells.append("n/a" if d is None else f"mean {_pts(d['mean'])}, range [{_pts(d['min'])}, {_pts(d['max'])}]")
-    lines += [f"| across {len(summary['runs'])} runs | {cells[0]} | {cells[1]} |", ""]
+    runs = len(summary["runs"])
+    lines += [f"| across {runs} run{'s' if runs != 1 else ''} | {cells[0]} | {cells[1]} |", ""]
     lines += ["| held-out tasks | n | run | cold-start SFT | RL | control | RL - SFT |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for kind, k in summary["kinds"].items():
         for run in k["runs"]:

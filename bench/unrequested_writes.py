@@ -1,0 +1,63 @@
+"""How often a demo run's models propose a write before the user asked for one, per kind of held-out task.
+
+Issue 21's lost level-2 tasks fail one way: right after the patient is identified, the model proposes an update
+with an invented value, the scripted user agrees, and the wrong write lands. In a level-1 task the first request
+*is* the write, so the same opening is right there; in a level-2 task the first request is a question. This counts,
+in each evaluated model's held-out episodes (``eval_sft``, ``eval_control``, ``eval_rl`` of a ``muarl demo --full``
+run), the episodes with an agent message between the first tool result and the user's next message that proposes
+an update (its text holds "update" and "confirm", as the clinic's confirmation asks do), by kind of task.
+
+    python bench/unrequested_writes.py runs/spread/bf16/seed-0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from muarl.demo import stages
+from muarl.demo.config import DemoConfig
+from muarl.rollout.store import EPISODES_FILE, read_episodes
+from muarl.types import Episode
+
+MODELS = {"eval_sft": "cold start", "eval_control": "control", "eval_rl": "RL"}
+
+
+def proposes_write_unasked(episode: Episode) -> bool:
+    """An update proposed after the first tool result, before the user said anything more."""
+    seen_tool = False
+    for message in episode.messages:
+        if message.role == "tool":
+            seen_tool = True
+        elif seen_tool and message.role == "user":
+            return False
+        elif seen_tool and message.role == "assistant" and message.content:
+            text = message.content.lower()
+            if "update" in text and "confirm" in text:
+                return True
+    return False
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a demo run's directory (holds demo_config.json)")
+    args = p.parse_args()
+    cfg = DemoConfig.model_validate_json((args.run / "demo_config.json").read_text(encoding="utf-8"))
+    kinds = {t.id: stages.task_group(t) for t in stages.eval_tasks(cfg)}
+    sizes = Counter(kinds.values())
+    table: dict[str, dict[str, int]] = {kind: {} for kind in sorted(sizes)}
+    for stage, label in MODELS.items():
+        path = args.run / stage / EPISODES_FILE
+        if not path.exists():
+            continue
+        episodes, _ = read_episodes(path)
+        counts = Counter(kinds[e.task_id] for e in episodes if e.task_id in kinds and proposes_write_unasked(e))
+        for kind in table:
+            table[kind][label] = counts[kind]
+    print(json.dumps({"run": str(args.run), "tasks": dict(sizes), "episodes proposing a write unasked": table}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
