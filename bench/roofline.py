@@ -50,6 +50,7 @@ and this one, alternating ``--rounds`` times (``engine_arms``), against the same
 
     nice -n 19 python bench/roofline.py [--rows 64 --prefix 2500 --suffix 300 --precision bf16 --threads 2]
     git archive HEAD~3 src | tar -x -C /tmp/old && python bench/roofline.py --compare /tmp/old/src
+    python bench/roofline.py --profile      # and torch's profile of the timed steps, by op and shape, on stderr
 """
 
 from __future__ import annotations
@@ -295,6 +296,28 @@ def session_request(policy: Any, prefix: list[int], feed: list[int], budget: int
                              generator=torch.Generator().manual_seed(seed), **shared)
 
 
+def profile_steps(generator: Any, warmup: int, steps: int) -> None:
+    """Run the timed decode steps under torch's profiler and print its table of ops by self CPU time to stderr
+    (``--profile``): which kernels the step's time beyond its floor is spent in. The profiler adds its own
+    overhead to every op, so the step times of a profiled run are not the bench's figure."""
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
+    inner, calls = generator._decode_step, [0]
+
+    def profiled(*a: object) -> object:
+        calls[0] += 1
+        if calls[0] == warmup + 1:
+            profiler.__enter__()
+        try:
+            return inner(*a)
+        finally:
+            if calls[0] == warmup + steps:
+                profiler.__exit__(None, None, None)
+                table = profiler.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=30)
+                print(f"torch profile of {steps} decode steps:\n{table}", file=sys.stderr)
+
+    generator._decode_step = profiled
+
+
 def measure_step(args: argparse.Namespace) -> dict:
     """The engine's decode step on the bench's shape (module docstring), with the engine importable here."""
     from muarl.models import kv_cache
@@ -318,6 +341,8 @@ def measure_step(args: argparse.Namespace) -> dict:
                 _times.append(time.perf_counter() - t0)
 
         setattr(generator, name, timed)
+    if args.profile:
+        profile_steps(generator, args.warmup, args.steps)
     suffixes = suffix_lengths(args)
     prefix = token_ids(tokenizer, model.config.vocab_size, args.prefix, seed=0)
     budget = args.warmup + args.steps + 2  # a token at admission, warm-up and timed steps, a last step where rows leave
@@ -390,6 +415,7 @@ def main() -> None:
     p.add_argument("--stream-mb", type=engine_arms.positive, help="MB per stream array (default: twice the largest cache, at least 256)")
     p.add_argument("--peak-size", type=engine_arms.positive, default=2048, help="side of the square matmul that measures the peak")
     p.add_argument("--src", help="time the engine of this src tree (in a child process)")
+    p.add_argument("--profile", action="store_true", help="also print torch's profile of the timed steps (stderr; their times are then not the figure)")
     engine_arms.add_options(p, rounds=1)
     p.add_argument("--step-only", action="store_true", help=argparse.SUPPRESS)  # a child: the engine's step only
     args = p.parse_args()

@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
 
 
-def bench(name: str, *args: str) -> dict:
+def bench(name: str, *args: str, stderr: list[str] | None = None) -> dict:
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": SRC}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    if stderr is not None:
+        stderr.append(proc.stderr)
     return json.loads(proc.stdout)
 
 
@@ -39,6 +41,16 @@ def test_roofline_compares_two_engines_on_a_tiny_step():
         assert run["prefills"] == 3 and run["decode_steps"] == 1 + 2 + 1  # warm-up, timed, the step rows leave in
         assert len(run["timed_steps"]) == 2
         assert out["fraction_of_floor"][arm] == round(shared["floor_seconds"] / out["median_step_seconds"][arm], 3)
+
+
+@pytest.mark.slow
+def test_roofline_profiles_the_timed_steps_on_request():
+    err: list[str] = []
+    out = bench("roofline.py", "--model", "tiny-random", "--rows", "2", "--prefix", "16", "--suffix", "4", "--steps", "2",
+                "--stream-mb", "4", "--repeats", "1", "--min-seconds", "0.001", "--peak-size", "32", "--precision", "fp32",
+                "--profile", stderr=err)
+    assert len(out["engines"]["this"][0]["timed_steps"]) == 2
+    assert "torch profile of 2 decode steps" in err[0] and "aten::mm" in err[0]
 
 
 def test_grpo_rollouts_runs_the_trainers_first_step():
