@@ -5,7 +5,9 @@ Two parts, as the engine splits them (bf16, SmolLM2-135M's heads: 3 key-value he
 each row's own attention, 64 rows x 3 queries over ~300 keys with an additive mask; and the shared prefix's, the
 64 rows folded into one query block of 192 per key head over 2,500 keys. Medians of ``--repeats`` timings of
 ``--calls`` calls each, in milliseconds per call (a step makes 30 of each). Which way is cheaper tells where the
-decode step's attention time can come down (docs/benchmarks.md, the roofline section).
+decode step's attention time can come down (docs/benchmarks.md, the roofline section). The two are not the same
+arithmetic: a CPU ``matmul`` of bf16 operands returns bf16, so the matmul path's scores are rounded to bf16 before
+its float32 softmax, where the flash kernel keeps them in float32.
 
     python bench/attention_kernels.py [--threads 2] [--rows 64] [--prefix 2500] [--suffix 300]
 """
