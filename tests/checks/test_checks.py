@@ -70,7 +70,7 @@ def test_the_careful_agent_passes_every_check_it_is_subject_to():
     episode = careful()
     assert episode.reward.success and episode.attribution is None
     assert {v.check: v.status for v in episode.checks} == {
-        "confirmed_before_write": "pass", "grounded_actions": "pass", "grounded_facts": "pass", "turn_limit": "pass",
+        "confirmed_before_write": "pass", "grounded_actions": "pass", "grounded_writes": "pass", "grounded_facts": "pass", "turn_limit": "pass",
         "malformed_calls": "pass", "repeated_calls": "pass", "turns_vs_oracle": "pass", "turns_after_completion": "pass"}
 
 
@@ -102,6 +102,28 @@ def test_a_new_confirmation_must_state_the_revised_value():
     settled = run([LOOK_UP, say("Please confirm that you would like me to go ahead with this change."), WRITE_FINAL, DONE],
                   [f"Hi, I'm Benedikt ({EMAIL}), my new phone is {FINAL}.", "Yes.", "Bye ###STOP###"])
     assert verdict(settled, "confirmed_before_write").status == "pass"  # details settled before the first ask need no restating
+
+
+def test_a_confirmed_write_of_a_value_nobody_gave_fails_and_values_from_the_user_or_a_tool_pass():
+    """Issue 21's RL model: asked a question, it proposes an update with an invented number and the user agrees."""
+    invented = "555-123-4567"
+    episode = run([LOOK_UP, confirm(invented), call("update_contact_info", patient_id=PATIENT, phone=invented), DONE],
+                  [f"Hi, I'm Benedikt ({EMAIL}). What does a visit with {DOCTOR} cost?", "Yes.", "Bye ###STOP###"])
+    assert verdict(episode, "confirmed_before_write").status == "pass"  # what was confirmed was written
+    v = verdict(episode, "grounded_writes")
+    assert v.status == "fail" and invented in v.detail and "phone" in v.detail
+    assert indices(v) == [6] and episode.messages[6].tool_calls[0].name == "update_contact_info"
+    # the number from the user, the patient id from the look-up's result: grounded
+    assert verdict(careful(), "grounded_writes").status == "pass"
+    assert verdict(run([LOOK_UP], [OPENING, "Bye ###STOP###"]), "grounded_writes").status == "not_applicable"
+
+
+def test_an_argument_whose_schema_lists_its_choices_is_not_checked():
+    from muarl.checks.grounding import _enum_arguments
+
+    schema = {"properties": {"reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]},
+                             "order_id": {"type": "string"}}}
+    assert _enum_arguments(schema) == {"reason"} and _enum_arguments({}) == frozenset()
 
 
 def test_a_claim_without_a_call_fails_and_after_a_successful_call_passes():

@@ -26,6 +26,7 @@ def test_the_oracle_passes_every_check_and_the_do_nothing_agent_is_at_fault(name
     assert flagged == []
     applied = {v.check for ep in oracle for v in ep.checks if v.status == "pass"}
     assert {"confirmed_before_write", "turns_after_completion", "turns_vs_oracle"} <= applied
+    assert ("grounded_writes" in applied) == domain.grounds_writes
 
     idle = asyncio.run(run_many(domain, tasks, DoNothingAgent(), ScriptedUser(), progress=False)).episodes
     failed = [ep for ep in idle if not ep.reward.success]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from muarl.checks.confirmation import confirmed_before_write
 from muarl.checks.efficiency import malformed_calls, repeated_calls, turn_limit, turns_after_completion, turns_vs_oracle
-from muarl.checks.grounding import grounded_actions, grounded_facts
+from muarl.checks.grounding import grounded_actions, grounded_facts, grounded_writes
 from muarl.domains.base import Domain
 from muarl.types import Attribution, CheckVerdict, Episode, Task
 
@@ -26,6 +26,7 @@ Check = Callable[[Domain, Task, Episode], CheckVerdict]
 CHECKS: dict[str, Check] = {
     "confirmed_before_write": confirmed_before_write,
     "grounded_actions": grounded_actions,
+    "grounded_writes": grounded_writes,
     "grounded_facts": grounded_facts,
     "turn_limit": turn_limit,
     "malformed_calls": malformed_calls,

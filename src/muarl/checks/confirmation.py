@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise, verdict
+from muarl.checks.conversation import EpisodeView, affirms, evidence, leaf_values, normalise, verdict, writes_that_ran
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
@@ -32,10 +32,9 @@ NAME = "confirmed_before_write"
 def confirmed_before_write(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
     if not domain.confirms_writes:
         return verdict(NAME, "not_applicable", "the domain's policy asks for no confirmation")
-    write_tools = domain.task_tools(task).names_of_kind("write")
     messages = episode.messages
     view = EpisodeView.of(messages)
-    writes = [c for c in view.calls if c.ok and c.name in write_tools]
+    writes = writes_that_ran(view, domain.task_tools(task).names_of_kind("write"))
     if not writes:
         return verdict(NAME, "not_applicable", "no write call ran")
     for call in writes:

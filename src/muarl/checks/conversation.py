@@ -168,6 +168,11 @@ class EpisodeView:
         return view
 
 
+def writes_that_ran(view: EpisodeView, write_tools: frozenset[str]) -> list[AgentCall]:
+    """The agent's calls of ``write_tools`` that ran unrefused: the ones that changed the state."""
+    return [c for c in view.calls if c.ok and c.name in write_tools]
+
+
 def agent_calls(messages: Sequence[Message]) -> list[AgentCall]:
     """Every tool call the agent made, paired with the tool message that answers it (by id among the messages
     that follow, else by position)."""

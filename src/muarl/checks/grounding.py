@@ -6,6 +6,16 @@ its name: a cancellation claim needs a ``cancel...`` tool) and that ran without 
 refused call, or with no call at all, fails. It sees only claims worded with the past forms it knows
 (:data:`muarl.checks.conversation.CLAIM_FAMILIES`); "all done" claims nothing in particular and is not checked.
 
+``grounded_writes``: every value a write call that ran was given must have been said by the user or shown in a tool
+result before the call. The agent's own messages are no source: a write of a value it made up fails even when the
+user agreed to it ("To confirm, I will update your phone to 555-123-4567. Shall I proceed?" "Yes."), which the
+confirmed-before-write check, reading only whether what was written was what was confirmed, passes. Values are
+compared as text after :func:`~muarl.checks.conversation.normalise`; an argument whose schema lists its choices
+(``enum``: a cancellation's reason) comes from the tool, not the conversation, and is not checked; a number counts
+as said where the same number appears in any form. It applies where the domain declares it
+(``Domain.grounds_writes``: the clinic worlds, whose users give every value and whose oracle looks up what it
+writes; τ-bench's oracle replays the gold writes without the reads that would show their ids).
+
 ``grounded_facts``: each of the task's required outputs, where the agent says it, must already have appeared in a
 tool result or a user message. An output that no tool of the gold solution shows either (a count or a sum the
 agent works out) cannot be traced and is not checked.
@@ -13,13 +23,16 @@ agent works out) cannot be traced and is not checked.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from muarl.checks.conversation import EpisodeView, action_claims, evidence, may_claim, normalise, tool_does, verdict
+from muarl.checks.conversation import (EpisodeView, action_claims, evidence, leaf_values, may_claim, normalise, tool_does, verdict,
+                                      writes_that_ran)
 from muarl.domains.base import Domain
 from muarl.types import CheckVerdict, Episode, Task
 
 ACTIONS = "grounded_actions"
+WRITES = "grounded_writes"
 FACTS = "grounded_facts"
 
 
@@ -45,6 +58,49 @@ def grounded_actions(domain: Domain, task: Task, episode: Episode) -> CheckVerdi
     if not claims:
         return verdict(ACTIONS, "not_applicable", "the agent claimed no action")
     return verdict(ACTIONS, "pass", f"{claims} claim(s), each after a successful matching call")
+
+
+def grounded_writes(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:
+    if not domain.grounds_writes:
+        return verdict(WRITES, "not_applicable", "the domain does not declare its writes grounded")
+    tools = domain.task_tools(task)
+    messages = episode.messages
+    view = EpisodeView.of(messages)
+    writes = writes_that_ran(view, tools.names_of_kind("write"))
+    if not writes:
+        return verdict(WRITES, "not_applicable", "no write call ran")
+    for call in writes:
+        chosen = _enum_arguments(tools[call.name].spec.parameters)
+        sources = [view.texts[i] for i in view.heard if i < call.index]
+        sources += [normalise(c.result) for c in view.calls if c.result_index is not None and c.result_index < call.index]
+        for name, value in (call.arguments or {}).items():
+            if name in chosen:
+                continue
+            for leaf in leaf_values(value):
+                if not any(_mentions(source, leaf) for source in sources):
+                    return CheckVerdict(check=WRITES, status="fail", detail=f"{call.name}: {name}={leaf!r} was said by neither the "
+                                        "user nor a tool before the call", evidence=[evidence(messages, call.index)])
+    return verdict(WRITES, "pass", f"{len(writes)} write(s), every value from the user or a tool")
+
+
+def _mentions(source: str, value: str) -> bool:
+    """``value`` in the normalised ``source``: as text, or, for a number, as any number of the same value there
+    (a payment of ``105.0`` against a balance shown as ``105``)."""
+    if normalise(value) in source:
+        return True
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return any(float(found) == number for found in _NUMBER.findall(source))
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _enum_arguments(schema: dict) -> frozenset[str]:
+    """The arguments whose schema lists the values they may take."""
+    return frozenset(name for name, prop in (schema.get("properties") or {}).items() if isinstance(prop, dict) and "enum" in prop)
 
 
 def grounded_facts(domain: Domain, task: Task, episode: Episode) -> CheckVerdict:

@@ -497,9 +497,13 @@ class Domain:
     # the policy demands the user's explicit "yes" to the stated details before every call of a write tool
     # (clinic; τ-bench's "obtain explicit user confirmation (yes)"): the confirmed-before-write check applies
     confirms_writes: bool = False
+    # every value a write tool is given has been said by the user or shown by a tool before the call (the clinic's
+    # tasks give their user every value, and its oracle looks up what it writes): the grounded-writes check applies.
+    # Not τ-bench: its oracle replays the gold writes without the reads that would show their ids.
+    grounds_writes: bool = False
     # the trajectory checks (names of muarl.checks.CHECKS) whose failure breaks the policy outright: a success that
     # fails one earns only a fraction with the ``process`` reward (a check that does not apply passes)
-    process_checks: tuple[str, ...] = ("confirmed_before_write", "grounded_actions", "grounded_facts")
+    process_checks: tuple[str, ...] = ("confirmed_before_write", "grounded_actions", "grounded_writes", "grounded_facts")
     _gold_hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _gold_outputs: dict[str, list[str]] = field(default_factory=dict, repr=False)  # what the replay behind each hash answered
     _tasks: dict[str, list[Task]] = field(default_factory=dict, repr=False)

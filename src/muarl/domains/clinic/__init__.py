@@ -37,6 +37,7 @@ def generated_domain(name: str, data_dir: str | None, db: SeedDatabase, registry
         name=name, base=BaseData(db.tables), tools=registry,
         policy=resources.files(__package__).joinpath(policy_file).read_text(encoding="utf-8"),
         task_loader=load_tasks, splits=("train", "test"), description=description, confirms_writes=True,
+        grounds_writes=True,
     )
     return domain
 
