@@ -59,6 +59,22 @@ def test_episodes_written_before_the_checks_are_rechecked(faulty_run, tmp_path):
     assert again == fresh and again["unjudged"] == 0
 
 
+def test_episodes_judged_before_a_check_existed_get_every_check(faulty_run, tmp_path):
+    """An episode written when ``grounded_writes`` did not exist carries the other verdicts: reading it must not
+    report the new check as applying nowhere (0/0), but judge the episode again."""
+    out, episodes = faulty_run
+    old = tmp_path / "episodes.jsonl"
+    lines = []
+    for ep in episodes:
+        record = ep.model_dump(mode="json")
+        record["checks"] = [v for v in record["checks"] if v["check"] != "grounded_writes"]
+        lines.append(json.dumps(record) + "\n")
+    old.write_text("".join(lines))
+    fresh, again = (json.loads(invoke("eval", str(path), "--checks", "--json").output)["conduct"] for path in (out, old))
+    writes = next(c for c in again["checks"] if c["check"] == "grounded_writes")
+    assert writes["applicable"] > 0 and again == fresh
+
+
 def test_eval_checks_table_and_per_task(faulty_run):
     out, episodes = faulty_run
     text = invoke("eval", str(out), "--checks", "--per-task").output

@@ -7,8 +7,9 @@
   nothing of the agent);
 - the same few numbers as flat scalars for training steps (:func:`conduct_scalars`).
 
-Episodes written before the checks existed carry none; :func:`judged` recomputes them where the task can be
-found, since checks are pure functions of (domain, task, episode).
+Episodes written before the checks existed carry none, and those judged before a check was added lack its verdict;
+:func:`judged` recomputes them where the task can be found, since checks are pure functions of (domain, task,
+episode).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from muarl.checks import CHECKS, annotate
 from muarl.domains.base import Domain
 from muarl.evals.passk import Summary, summarise
-from muarl.types import Episode, Task
+from muarl.types import CheckVerdict, Episode, Task
 
 LABELS = ("agent", "user", "task", "infra", "undecided")
 
@@ -83,16 +84,20 @@ def _defined(value: float) -> float | None:
 
 
 def judged(episodes: Sequence[Episode], task_of: Callable[[Episode], tuple[Domain, Task] | None]) -> list[Episode]:
-    """The episodes, each with its verdicts and label: kept where present, recomputed where missing and
-    ``task_of`` finds its domain and task (else left without)."""
+    """The episodes, each with its verdicts and label: kept where complete, recomputed where missing, or lacking a
+    check added since the episode was judged, and ``task_of`` finds its domain and task (else left as it is)."""
     out = []
     for ep in episodes:
-        if ep.checks is None:
+        if ep.checks is None or (not ep.errored and not _judged_by_every_check(ep.checks)):
             found = task_of(ep)
             if found is not None:
                 ep = annotate(found[0], found[1], ep.model_copy())
         out.append(ep)
     return out
+
+
+def _judged_by_every_check(verdicts: Sequence[CheckVerdict]) -> bool:
+    return set(CHECKS) <= {v.check for v in verdicts}
 
 
 def is_user_fault(episode: Episode) -> bool:
