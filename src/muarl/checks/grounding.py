@@ -71,28 +71,29 @@ def grounded_writes(domain: Domain, task: Task, episode: Episode) -> CheckVerdic
         return verdict(WRITES, "not_applicable", "no write call ran")
     for call in writes:
         chosen = _enum_arguments(tools[call.name].spec.parameters)
-        sources = [view.texts[i] for i in view.heard if i < call.index]
-        sources += [normalise(c.result) for c in view.calls if c.result_index is not None and c.result_index < call.index]
+        shown = [c.result_index for c in view.calls if c.result_index is not None and c.result_index < call.index]
+        sources = [view.texts[i] for i in (*(i for i in view.heard if i < call.index), *shown)]
         for name, value in (call.arguments or {}).items():
             if name in chosen:
                 continue
             for leaf in leaf_values(value):
-                if not any(_mentions(source, leaf) for source in sources):
+                if not _mentioned(sources, leaf):
                     return CheckVerdict(check=WRITES, status="fail", detail=f"{call.name}: {name}={leaf!r} was said by neither the "
                                         "user nor a tool before the call", evidence=[evidence(messages, call.index)])
     return verdict(WRITES, "pass", f"{len(writes)} write(s), every value from the user or a tool")
 
 
-def _mentions(source: str, value: str) -> bool:
-    """``value`` in the normalised ``source``: as text, or, for a number, as any number of the same value there
-    (a payment of ``105.0`` against a balance shown as ``105``)."""
-    if normalise(value) in source:
+def _mentioned(sources: list[str], value: str) -> bool:
+    """``value`` in one of the normalised ``sources``: as text, or, for a number, as any number of the same value
+    there (a payment of ``105.0`` against a balance shown as ``105``)."""
+    text = normalise(value)
+    if any(text in source for source in sources):
         return True
     try:
         number = float(value)
     except ValueError:
         return False
-    return any(float(found) == number for found in _NUMBER.findall(source))
+    return any(float(found) == number for source in sources for found in _NUMBER.findall(source))
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

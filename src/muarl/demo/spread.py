@@ -30,16 +30,25 @@ COMPARED = (("rl_minus_sft", "RL - SFT"), ("rl_minus_control", "RL - control"))
 
 def run_label(results: dict[str, Any]) -> str:
     """``seed 3, bf16, AMD EPYC``: what tells runs apart in the table (the CPU where the run recorded it)."""
-    label = f"seed {results['config']['seed']}, {results.get('precision') or results['config']['precision']}"
-    cpu = results.get("machine", {}).get("cpu_model")
+    label = f"seed {results['config']['seed']}, {_precision(results)}"
+    cpu = _cpu(results)
     return f"{label}, {cpu}" if cpu else label
 
 
 def record_name(results: dict[str, Any]) -> str:
     """``bf16-seed-0-amd-epyc.json``: one file per (precision, seed, CPU), so runs of one seed on two machines
     are two records and a rerun on the same machine replaces its own."""
-    cpu = re.sub(r"[^a-z0-9]+", "-", (results.get("machine", {}).get("cpu_model") or "unknown cpu").lower()).strip("-")
-    return f"{results.get('precision') or results['config']['precision']}-seed-{results['config']['seed']}-{cpu}.json"
+    cpu = re.sub(r"[^a-z0-9]+", "-", (_cpu(results) or "unknown cpu").lower()).strip("-")
+    return f"{_precision(results)}-seed-{results['config']['seed']}-{cpu}.json"
+
+
+def _precision(results: dict[str, Any]) -> str:
+    """What the run computed in (``results['precision']``), else what its config asked for."""
+    return results.get("precision") or results["config"]["precision"]
+
+
+def _cpu(results: dict[str, Any]) -> str | None:
+    return results.get("machine", {}).get("cpu_model")
 
 
 def save_record(results: dict[str, Any], records: Path) -> Path:
@@ -57,7 +66,7 @@ def load_records(records: Path) -> list[dict[str, Any]]:
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(records.glob("*.json"))]
     if not runs:
         raise ValueError(f"no run records in {records}")
-    return sorted(runs, key=lambda r: (r.get("precision") or "", r["config"]["seed"], run_label(r)))
+    return sorted(runs, key=lambda r: (_precision(r), r["config"]["seed"], run_label(r)))
 
 
 def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,27 +18,26 @@ FAST_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     """The first processor's feature flags (empty where /proc/cpuinfo is not there, e.g. macOS)."""
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(value.split())
-    return set()
+    flags = _first_processor(cpuinfo, "flags", "Features")
+    return set(flags.split()) if flags else set()
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     """The first processor's model name (``AMD EPYC``, ``Intel(R) Xeon(R) ...``): runs that differ by machine say
     which one they ran on. None where /proc/cpuinfo does not name it."""
+    return _first_processor(cpuinfo, "model name") or None
+
+
+def _first_processor(cpuinfo: Path, *keys: str) -> str | None:
+    """The value of the first line of ``cpuinfo`` keyed by one of ``keys`` (the first processor's), stripped;
+    None where the file cannot be read or holds no such line."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
+        if key.strip() in keys:
             return value.strip()
     return None
 
