@@ -218,3 +218,32 @@ def test_an_absent_user_answers_every_message_with_its_line_until_the_end_phrase
     assert talk.user("All done.").text == "Carry on alone."
     bye = talk.user("The order is placed. finish conversation")
     assert bye.done == "user_stop" and bye.text == STOP
+
+
+def test_asked_to_confirm_a_change_while_asking_a_question_it_declines_and_repeats_the_question():
+    # the person it plays asked about a balance: a proposed change it never asked for gets a no, never a yes
+    talk = Talk(make_task([BALANCE, BOOK]))
+    talk.user()
+    declined = talk.user("To confirm, I will update your phone number to 555-123-4567. Shall I proceed?").text
+    assert declined.startswith("No") and BALANCE.text in declined
+    assert BOOK.text in talk.user("Your balance is $1200.").text  # the question is still the one it waits on
+
+
+def test_a_declined_change_counts_against_patience():
+    talk = Talk(make_task([BALANCE, BOOK]), patience=1)
+    talk.user()
+    assert talk.user("Shall I update your address? Please confirm.").text.startswith("No")
+    assert talk.user("Should I change your phone number?").text.startswith("Never mind that.")
+
+
+def test_an_answer_that_also_offers_a_change_moves_on_without_a_yes():
+    talk = Talk(make_task([BALANCE, BOOK]))
+    talk.user()
+    text = talk.user("Your balance is $1200. Would you like me to update your contact details?").text
+    assert BOOK.text in text and not text.startswith(("Yes", "Correct"))
+
+
+def test_a_confirmation_that_changes_nothing_still_gets_a_yes_while_asking():
+    talk = Talk(make_task([BALANCE]))
+    talk.user()
+    assert talk.user("You would like to know your balance, is that correct?").text.startswith(("Yes", "Correct"))

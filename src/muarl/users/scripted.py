@@ -2,9 +2,10 @@
 
 It opens with its first request, and then reacts to what the agent says, by keywords, in this order of
 precedence: a request to identify (gives its email, or else its name and date of birth), a request to
-confirm (says yes), questions about details of the current request (answers only what was asked), a report
-that the request was done or refused, or the expected answer of a question (moves to the next request, or
-says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
+confirm (says yes; but asked to approve a change while its current request is a question, it says no and
+asks its question again, as the person it plays would), questions about details of the current request
+(answers only what was asked), a report that the request was done or refused, or the expected answer of a
+question (moves to the next request, or says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
 again for details it already gave; after ``patience`` restatements it gives up on that request.
 
 A request with a ``revision`` is a change of mind: the first time the agent asks to confirm it, the user says
@@ -51,6 +52,7 @@ _CONFIRM = re.compile(
     r"\b(confirm|proceed|go ahead|shall i|should i|would you like me to|do you want me to|is that correct|is that right|yes or no|yes/no)\b"
 )
 _DONE = re.compile(r"\b(done|completed|successfully|all set|has been|have been|is now|are now|i've|i have (booked|cancelled|canceled|moved|updated|refilled|processed|requested|changed))\b")
+_CHANGE = re.compile(r"\b(updat|chang|modif|set|book|cancel|reschedul|mov|refill|delet|remov|replac|add)\w*\b")
 _REFUSED = re.compile(r"\b(cannot|can't|can not|unable|not able|not possible|not allowed|sorry|unfortunately|won't be able)\b")
 _FACT_KEYWORDS = {
     "doctor": r"\b(doctor|physician|provider|dr\.?|who)\b",
@@ -168,6 +170,8 @@ class ScriptedUserSession(UserSession):
         if _IDENTITY.search(said) and (not self.identified or not asked):
             return self._identity()
         if _CONFIRM.search(said):
+            if request.outcome == "answered" and _CHANGE.search(said):
+                return self._decline_change(request, said)
             if request.revision is not None:
                 return self._change_mind()
             return self._say(_YES)
@@ -183,6 +187,17 @@ class ScriptedUserSession(UserSession):
             return self._advance(gave_up=True)
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
         return f"Let me repeat: {self.wordings[self.current]} {details}".strip()
+
+    def _decline_change(self, request: UserRequest, said: str) -> str:
+        """Asked to approve a change while its request is a question: it never says yes to a write it did not ask
+        for (a yes would let an invented value land). The answer, if the message holds it, still counts; a
+        declined proposal is otherwise a restatement, so an agent that keeps proposing runs out its patience."""
+        if request.answer is not None and _normalise(request.answer) in said:
+            return self._advance()
+        self.restated += 1
+        if self.restated > self.patience:
+            return self._advance(gave_up=True)
+        return f"No, please don't change anything. {self.wordings[self.current]}"
 
     def _revise(self, i: int) -> None:
         """Request ``i`` from now on as revised: its wording and details with the new values."""
