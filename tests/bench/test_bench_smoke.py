@@ -61,3 +61,12 @@ def test_grpo_rollouts_runs_the_trainers_first_step():
     assert out["prefills"] >= 4 and out["decode_steps"] > 0 and 1 <= out["mean_rows_per_decode_step"] <= 3
     assert out["generated_tokens"] > 0
     assert out["generated_tokens_per_s"] == pytest.approx(out["generated_tokens"] / out["wall_seconds"], rel=0.05)
+
+
+@pytest.mark.slow  # a process that imports torch and runs four updates of a tiny model: ~10 s
+def test_update_shared_prefix_times_both_arms_and_they_agree():
+    # the bench builds its trainer config without a domain (no max_turns): a token-mean update must not need one
+    out = bench("update_shared_prefix.py", "--tiny", "--repeats", "1", "--sequences", "3")
+    assert out["sequences"] == 3 and out["loss_tokens"] > 0
+    assert len(out["full_sequences"]["seconds"]) == len(out["shared_prefix"]["seconds"]) == 1
+    assert out["max_weight_difference_after_one_update"] < 1e-3

@@ -108,9 +108,12 @@ class GRPOConfig(WorldConfig):
 
     @property
     def effective_seq_norm(self) -> float:
-        """The seq-sum divisor; of a config resolved for its domain (``WorldConfig.for_domain``), whose max_turns is set."""
+        """The seq-sum divisor; of a config resolved for its domain (``WorldConfig.for_domain``), whose max_turns is set.
+        1.0 under the other aggregations, which never divide by it (so an update needs no domain to run)."""
         if self.seq_norm:
             return self.seq_norm
+        if self.aggregation != "seq-sum":
+            return 1.0
         if self.max_turns is None:
             raise ValueError("seq_norm defaults to max_new_tokens * max_turns: resolve the config for its domain first")
         return float(self.max_new_tokens * self.max_turns)
