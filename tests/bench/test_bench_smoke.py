@@ -70,3 +70,21 @@ def test_update_shared_prefix_times_both_arms_and_they_agree():
     assert out["sequences"] == 3 and out["loss_tokens"] > 0
     assert len(out["full_sequences"]["seconds"]) == len(out["shared_prefix"]["seconds"]) == 1
     assert out["max_weight_difference_after_one_update"] < 1e-3
+
+
+@pytest.mark.slow  # a pilot demo on the tiny model, then its GRPO stage again in the bench's process: ~20 s
+def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp_path):
+    from muarl.demo.config import form_config
+    from muarl.demo.run import run_demo
+
+    pilot = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 2, "base_eval_tasks": 1, "eval_concurrency": 2,
+             "max_turns": 4, "max_new_tokens": 8, "sft_demos": 2, "sft_epochs": 1.0, "sft_max_steps": 1, "grpo_steps": 1,
+             "control": False, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1}}
+    run_demo(form_config("full", out=str(tmp_path / "run"), **pilot), progress=False)
+    out = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "box"), "--minutes", "10")
+    assert out["muarl"] == SRC and out["box_minutes"] == 10 and out["steps"] == 1
+    (step,) = out["per_step"]
+    assert step["step"] == 1 and step["episodes"] == 2 and step["rollout_seconds"] > 0
+    assert (tmp_path / "box" / "checkpoints").is_dir()  # the stage ran into --out, not into the run it read
+    with pytest.raises(AssertionError, match="not empty"):
+        bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "box"))
