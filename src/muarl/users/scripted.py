@@ -5,8 +5,9 @@ precedence: a request to identify (gives its email, or else its name and date of
 confirm (says yes; but asked to approve a change while its current request is a question, it says no and
 asks its question again, as the person it plays would), questions about details of the current request
 (answers only what was asked), a report that the request was done or refused, or the expected answer of a
-question (moves to the next request, or says ``###STOP###`` after the last). Anything else gets the request restated, and so does being asked
-again for details it already gave; after ``patience`` restatements it gives up on that request.
+question (moves to the next request, or says ``###STOP###`` after the last). Anything else gets the request
+restated, and so does being asked again for details it already gave; after ``patience`` restatements it gives
+up on that request.
 
 A request with a ``revision`` is a change of mind: the first time the agent asks to confirm it, the user says
 the revision instead of yes, and the revised details hold from then on (its restatements and answers use
@@ -177,13 +178,12 @@ class ScriptedUserSession(UserSession):
             return self._say(_YES)
         if asked_now:
             return self._facts(request, asked_now)
-        answered = request.answer is not None and _normalise(request.answer) in said
+        answered = _holds_answer(request, said)
         if answered or (request.outcome != "answered" and (_DONE.search(said) or _REFUSED.search(said))):
             return self._advance()
         if asked:
             return self._facts(request, asked)
-        self.restated += 1
-        if self.restated > self.patience:
+        if self._out_of_patience():
             return self._advance(gave_up=True)
         details = " ".join(f"The {k} is {v}." for k, v in request.facts.items())
         return f"Let me repeat: {self.wordings[self.current]} {details}".strip()
@@ -192,10 +192,9 @@ class ScriptedUserSession(UserSession):
         """Asked to approve a change while its request is a question: it never says yes to a write it did not ask
         for (a yes would let an invented value land). The answer, if the message holds it, still counts; a
         declined proposal is otherwise a restatement, so an agent that keeps proposing runs out its patience."""
-        if request.answer is not None and _normalise(request.answer) in said:
+        if _holds_answer(request, said):
             return self._advance()
-        self.restated += 1
-        if self.restated > self.patience:
+        if self._out_of_patience():
             return self._advance(gave_up=True)
         return f"No, please don't change anything. {self.wordings[self.current]}"
 
@@ -216,12 +215,15 @@ class ScriptedUserSession(UserSession):
     def _facts(self, request: UserRequest, keys: list[str]) -> str:
         """The asked details; being asked again for details already given counts against ``patience``, or an
         agent that keeps asking would hold the user in a loop until the turn limit."""
-        if set(keys) <= self.given:
-            self.restated += 1
-            if self.restated > self.patience:
-                return self._advance(gave_up=True)
+        if set(keys) <= self.given and self._out_of_patience():
+            return self._advance(gave_up=True)
         self.given.update(keys)
         return " ".join(f"The {k} is {request.facts[k]}." for k in keys)
+
+    def _out_of_patience(self) -> bool:
+        """Counts one more restatement of the current request; True once there have been more than ``patience``."""
+        self.restated += 1
+        return self.restated > self.patience
 
     def _advance(self, gave_up: bool = False) -> str:
         self.current += 1
@@ -261,6 +263,11 @@ class ReplayingUserSession(UserSession):
             return UserTurn(text=STOP, done="user_stop")
         self.said += 1
         return UserTurn(text=self.script[self.said - 1])
+
+
+def _holds_answer(request: UserRequest, said: str) -> bool:
+    """Whether the agent's (normalised) message holds the fact a question request waits to hear."""
+    return request.answer is not None and _normalise(request.answer) in said
 
 
 def _tool_pattern(tools: Sequence[ToolSpec]) -> re.Pattern[str] | None:
