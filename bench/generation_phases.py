@@ -6,7 +6,7 @@ Runs the first ``--episodes`` test tasks of ``--domain`` (of difficulty 1 unless
 the seconds spent in each phase of
 ``muarl.models.batched_generation.BatchedGenerator``: ``_admit`` (prefilling each waiting row's new ids on its
 own cache, which includes ``RowBatch.add``), ``_decode_step`` (one batched forward per token), ``RowBatch.remove``
-and sampling (``_take``), with call counts and the generator's own statistics. Greedy decoding makes the
+and sampling (``_take_rows``), with call counts and the generator's own statistics. Greedy decoding makes the
 trajectories, and so the counts of decode steps and rows, repeatable: two engines that report the same counts
 did the same work, and their times compare directly.
 
@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> dict:
     """One rollout of the engine importable here, timed by phase."""
     timed(batched_generation.BatchedGenerator, "_admit", "admit (prefill + RowBatch.add)")
     timed(batched_generation.BatchedGenerator, "_decode_step", "decode steps")
-    timed(batched_generation.BatchedGenerator, "_take", "sampling")
+    # the rows' draws: one call per step since the draws are batched; older trees drew row by row (``_take``)
+    draws = "_take_rows" if hasattr(batched_generation.BatchedGenerator, "_take_rows") else "_take"
+    timed(batched_generation.BatchedGenerator, draws, "sampling")
     timed(kv_cache.RowBatch, "add", "RowBatch.add")
     timed(kv_cache.RowBatch, "remove", "RowBatch.remove")
     model, tokenizer = load_causal_lm(args.model)

@@ -236,24 +236,3 @@ def test_smollm2_batched_turns_equal_one_at_a_time():
     for a, b in zip(batched, alone):
         assert a.input_ids == b.input_ids
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
-
-
-def test_rows_draw_on_threads_that_end_with_the_turns(domain):
-    """The rows of a step draw their tokens on a thread pool (each with its own generator, so the samples are the
-    single-threaded ones: the batched-equals-sequential test above covers that); no thread outlives the turns."""
-    import threading
-
-    model, tok = tiny_random_lm(seed=5)
-    policy = LocalPolicy(model, tok, sampling=SamplingConfig(temperature=1.0, max_new_tokens=8))
-    seen: set[str] = set()
-    take = policy.generator._take
-
-    def recorded(request, logits):
-        seen.add(threading.current_thread().name)
-        return take(request, logits)
-
-    policy.generator._take = recorded
-    episodes = _concurrent(policy, domain, [1, 2, 3, 4])
-    assert all(ep.error is None for ep in episodes)
-    assert any(name.startswith("muarl-sample") for name in seen)
-    assert not [t for t in threading.enumerate() if t.name.startswith("muarl-sample")]

@@ -13,8 +13,8 @@ request is left:
    finished by it then join the batch together (one ``RowBatch.add``);
 3. one decode step for the whole batch: the last sampled token of every row, its true position, a
    left-padding attention mask (:class:`~muarl.models.kv_cache.RowBatch`), the rows' shared prompt prefix read
-   once for all of them (:mod:`muarl.models.prefix_attention`); then each row samples its next token with its
-   own generator;
+   once for all of them (:mod:`muarl.models.prefix_attention`); then every row's next token is drawn, all
+   rows in one batched draw, each with its own generator (:mod:`muarl.models.sampling`);
 4. rows that sampled a stop token or reached their budget leave the batch with their cache; their
    session resumes.
 
@@ -34,7 +34,6 @@ ids it was fed and the ids it sampled, nothing is re-tokenised.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +74,9 @@ class BatchedGenerator:
 
     def __init__(self, weights: SamplingWeights, sample: Any, stop_ids: set[int], max_rows: int, split: bool = False):
         """``weights``: the model to run and whether under bfloat16 autocast (its current sampling copy is taken at
-        every forward). ``sample(logits, generator) -> (token, logprob)`` draws one token from a 1-D float logits
-        vector. ``split``: run prefix-shared attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
+        every forward). ``sample(logits, generators) -> (tokens, logprobs)`` draws the next token of every row of
+        ``[rows, vocabulary]`` float logits, row ``r`` with ``generators[r]``. ``split``: run prefix-shared
+        attention (:func:`~muarl.models.prefix_attention.rows_logits`)."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         self.weights = weights
@@ -87,7 +87,6 @@ class BatchedGenerator:
         self.stats = GeneratorStats()
         self._waiting: list[GenerationRequest] = []
         self._scheduler: asyncio.Task | None = None
-        self._pool: ThreadPoolExecutor | None = None  # the rows' draws (:meth:`_take_rows`), while the scheduler runs
 
     async def generate(self, request: GenerationRequest) -> GenerationRequest:
         """Sample the turn; returns the request with ``sampled``, ``logprobs`` and the grown ``cache``."""
@@ -126,10 +125,6 @@ class BatchedGenerator:
             self._waiting.clear()
             if not isinstance(exc, Exception):
                 raise
-        finally:
-            if self._pool is not None:  # no thread outlives the turns it drew for
-                self._pool.shutdown(wait=True)
-                self._pool = None
 
     async def _settle(self) -> None:
         """Let every runnable episode reach its next request before the model runs."""
@@ -153,7 +148,7 @@ class BatchedGenerator:
             feed = torch.tensor([request.feed], device=device)
             logits = rows_logits(model, self.weights.bf16, self.split, feed, request.cache, [request.prefix],
                                  [request.cache.get_seq_length()], [0])
-            finished = self._take(request, logits[0])
+            (finished,) = self._take_rows([request], logits)
             self._waiting.pop(0)
             self.stats.prefills += 1
             if finished:
@@ -182,23 +177,15 @@ class BatchedGenerator:
             rows[:] = [rows[i] for i in order]
 
     def _take_rows(self, rows: list[GenerationRequest], logits: torch.Tensor) -> list[bool]:
-        """:meth:`_take` for every row, on as many threads as torch computes with. A row's draw cannot join the
-        others' in one batched call (each row has its own generator, so that its samples do not depend on the
-        batch), and one draw over SmolLM2's 49,152-token vocabulary takes ~0.8 ms of single-threaded random number
-        generation: at 64 rows, a sizeable part of a decode step spent on one core. Each draw uses only its own
-        row's generator and logits, so the samples are the same on any number of threads."""
-        if len(rows) < 2:
-            return [self._take(request, row) for request, row in zip(rows, logits)]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads()), thread_name_prefix="muarl-sample")
-        return list(self._pool.map(self._take, rows, logits))
-
-    def _take(self, request: GenerationRequest, logits: torch.Tensor) -> bool:
-        """Sample the row's next token; True when its turn is over."""
-        token, logprob = self.sample(logits.cpu(), request.generator)
-        request.sampled.append(token)
-        request.logprobs.append(logprob)
-        return token in self.stop_ids or len(request.sampled) >= request.budget
+        """Every row's next token, drawn together (each row with its own generator, so its samples do not
+        depend on the batch: :mod:`muarl.models.sampling`); per row, whether its turn is over."""
+        tokens, logprobs = self.sample(logits.cpu(), [request.generator for request in rows])
+        over = []
+        for request, token, logprob in zip(rows, tokens, logprobs):
+            request.sampled.append(token)
+            request.logprobs.append(logprob)
+            over.append(token in self.stop_ids or len(request.sampled) >= request.budget)
+        return over
 
     @staticmethod
     def _finish(request: GenerationRequest, cache: Any) -> None:

@@ -57,27 +57,6 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
-def sample_token(logits: Any, temperature: float, top_p: float, generator: Any) -> tuple[int, float]:
-    """(token id, its log-probability under softmax(logits / T)) from a 1-D float logits vector."""
-    import torch
-
-    if temperature == 0:
-        logprobs = torch.log_softmax(logits, dim=-1)
-        token = int(torch.argmax(logits))
-        return token, float(logprobs[token])
-    logprobs = torch.log_softmax(logits / temperature if temperature != 1 else logits, dim=-1)  # x / 1 is x
-    probs = logprobs.exp()
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        # keep the smallest prefix whose mass reaches top_p (the token that crosses it included)
-        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-        truncated = torch.zeros_like(probs)
-        truncated[order[keep]] = sorted_probs[keep]
-        probs = truncated
-    token = int(torch.multinomial(probs, 1, generator=generator))
-    return token, float(logprobs[token])
-
-
 class LocalPolicy(TokenFormat, Agent):
     """An :class:`Agent` over a transformers causal LM (and its :class:`TokenFormat`); its sessions record
     :class:`~muarl.types.TokenTrace` s."""
@@ -114,8 +93,11 @@ class LocalPolicy(TokenFormat, Agent):
         model, tokenizer = load_causal_lm(name_or_path)
         return cls(model, tokenizer, chat_format, sampling, name=name_or_path)
 
-    def _sample(self, logits: Any, generator: Any) -> tuple[int, float]:
-        return sample_token(logits, self.sampling.temperature, self.sampling.top_p, generator)
+    def _sample(self, logits: Any, generators: Any) -> tuple[list[int], list[float]]:
+        """The next token of each row of ``logits`` and its log-probability, row ``r`` drawn with ``generators[r]``."""
+        from muarl.models.sampling import sample_rows
+
+        return sample_rows(logits, self.sampling.temperature, self.sampling.top_p, generators)
 
     def kv_cache(self) -> Any:
         """An empty KV cache for a session: it grows in place, and stores bfloat16 when the policy runs under
@@ -192,7 +174,7 @@ class LocalSession(TokenSession):
             for _ in range(budget):
                 logits = rows_logits(model, policy.sampling.bf16, policy.split, feed, self._cache, [self._prefix],
                                      [self._cache.get_seq_length()], [0])
-                token, logprob = policy._sample(logits[0].cpu(), self._generator)
+                (token,), (logprob,) = policy._sample(logits.cpu(), [self._generator])
                 sampled.append(token)
                 logprobs.append(logprob)
                 if token in policy.stop_ids:
