@@ -14,9 +14,10 @@ once (:class:`SharedPrefix`), and each layer's attention is computed in two part
 
 Softmax over the concatenation of two key sets equals the mix of the two parts' softmax outputs weighted by
 their normalisers: with ``lse`` the log-sum-exp of a part's scores,
-``out = exp(lse_p - lse) * out_p + exp(lse_s - lse) * out_s`` where ``lse = logaddexp(lse_p, lse_s)``. The
-merge is exact up to rounding (float32 log-probabilities agree with attention over the full cache to ~1e-6;
-``tests/models/test_prefix_attention.py``).
+``out = exp(lse_p - lse) * out_p + exp(lse_s - lse) * out_s`` where ``lse = logaddexp(lse_p, lse_s)``, that
+is ``out = out_p + sigmoid(lse_s - lse_p) * (out_s - out_p)``: three small ops a layer (``torch.lerp``) where
+the first form takes eight, on a decode step's every layer. The merge is exact up to rounding (float32
+log-probabilities agree with attention over the full cache to ~1e-6; ``tests/models/test_prefix_attention.py``).
 
 Both parts run torch's CPU flash-attention kernel, the one ``scaled_dot_product_attention`` uses on CPU, called
 through the op that also returns the log-sum-exp. Grouped-query attention is handled by folding each key
@@ -146,8 +147,7 @@ def prefix_shared_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
         prefix_out = prefix_out.reshape(kv_heads, count, group * new, head_dim).transpose(0, 1).float()
         prefix_lse = prefix_lse.reshape(kv_heads, count, group * new).transpose(0, 1)
         own_out, own_lse = (out, lse) if members is None else (out[members], lse[members])
-        total = torch.logaddexp(own_lse, prefix_lse)
-        merged = own_out * (own_lse - total).exp()[..., None] + prefix_out * (prefix_lse - total).exp()[..., None]
+        merged = torch.lerp(prefix_out, own_out, torch.sigmoid(own_lse - prefix_lse)[..., None])  # the module docstring's merge
         if members is None:
             out = merged
         else:
