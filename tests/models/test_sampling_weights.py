@@ -22,6 +22,11 @@ def test_linear_weights_cast_once_give_autocasts_logits_bit_for_bit():
     assert copy.model.layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16
     assert copy.lm_head.weight is model.lm_head.weight and copy.model.embed_tokens.weight is model.model.embed_tokens.weight
     assert copy.model.norm.weight is model.model.norm.weight
+    # the layers' norms hand their readers bfloat16 (cast once, not once per projection); the final norm does not
+    hidden = torch.randn(1, 3, model.config.hidden_size)
+    assert copy.model.layers[0].input_layernorm(hidden).dtype == torch.bfloat16
+    assert copy.model.layers[1].post_attention_layernorm(hidden).dtype == torch.bfloat16
+    assert copy.model.norm(hidden).dtype == torch.float32 and model.model.layers[0].input_layernorm(hidden).dtype == torch.float32
 
 
 def test_the_copy_is_made_again_when_the_weights_change_and_not_otherwise():

@@ -26,7 +26,8 @@ from muarl.models.logits import causal_lm_parts
 
 def bf16_linear_copy(model: Any) -> Any:
     """A copy of ``model`` that shares every parameter and buffer except the linear layers' weights and biases
-    (the output projection excepted), which it holds in bfloat16."""
+    (the output projection excepted), which it holds in bfloat16; its decoder layers' norms return bfloat16
+    (:func:`cast_norm_outputs`)."""
     head = causal_lm_parts(model)[1]
     memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
     for module in model.modules():
@@ -34,7 +35,33 @@ def bf16_linear_copy(model: Any) -> Any:
             for tensor in (module.weight, module.bias):
                 if tensor is not None and tensor is not head.weight:
                     memo[id(tensor)] = torch.nn.Parameter(tensor.detach().to(torch.bfloat16), requires_grad=False)
-    return copy.deepcopy(model, memo)
+    sampler = copy.deepcopy(model, memo)
+    cast_norm_outputs(sampler)
+    return sampler
+
+
+# model types whose decoder layers use ``input_layernorm`` only as the attention's q/k/v projections' input and
+# ``post_attention_layernorm`` only as the MLP's gate/up projections' input (Gemma's post-attention norm, by
+# contrast, normalises the attention's output on its way into the residual stream)
+NORMS_FEED_LINEARS = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def cast_norm_outputs(sampler: Any) -> None:
+    """Make the decoder layers' two norms return bfloat16 in a sampling copy, where their only readers are linear
+    layers that autocast would make cast the same float32 output to bfloat16 each (q, k and v; gate and up): one
+    cast per norm instead of one per reader, the same bits (a tensor already in bfloat16 is left as it is). At 64
+    rows, each cast of a ``[64, 1, 576]`` activation took ~75 us on 2 cores, 5 per layer (bench/roofline.py's
+    profile); the residual stream and the final norm, read by the float32 head, are untouched."""
+    decoder = causal_lm_parts(sampler)[0]
+    if getattr(getattr(decoder, "config", None), "model_type", None) not in NORMS_FEED_LINEARS:
+        return
+    for layer in getattr(decoder, "layers", ()):
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            norm.register_forward_hook(_to_bf16)
+
+
+def _to_bf16(module: Any, args: Any, output: torch.Tensor) -> torch.Tensor:
+    return output.to(torch.bfloat16)
 
 
 class SamplingWeights:
