@@ -8,17 +8,23 @@ run), the episodes with an agent message between the first tool result and the u
 an update (its text holds "update" and "confirm", as the clinic's confirmation asks do), by kind of task.
 
     python bench/unrequested_writes.py runs/spread/bf16/seed-0
+    python bench/unrequested_writes.py runs/spread/bf16/seed-0 --grpo   # and per GRPO step, by kind of train task
+
+``--grpo`` also reads the run's GRPO rollouts (``grpo/rollouts/step-*.jsonl``, each sampling round's file) and
+prints, per step and kind of train task, the groups, those with signal (some but not all solved), the successes and
+the episodes proposing a write unasked: whether a step's draw or its update moved the policy onto the opening.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from muarl.demo import stages
 from muarl.demo.config import DemoConfig
+from muarl.domains import load_domain
 from muarl.rollout.store import EPISODES_FILE, read_episodes
 from muarl.types import Episode
 
@@ -43,6 +49,7 @@ def proposes_write_unasked(episode: Episode) -> bool:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="a demo run's directory (holds demo_config.json)")
+    p.add_argument("--grpo", action="store_true", help="also per GRPO step, by kind of train task")
     args = p.parse_args()
     cfg = DemoConfig.model_validate_json((args.run / "demo_config.json").read_text(encoding="utf-8"))
     kinds = {t.id: stages.task_group(t) for t in stages.eval_tasks(cfg)}
@@ -57,6 +64,27 @@ def main() -> None:
         for kind in table:
             table[kind][label] = counts[kind]
     print(json.dumps({"run": str(args.run), "tasks": dict(sizes), "episodes proposing a write unasked": table}, indent=1))
+    if args.grpo:
+        train_kinds = {t.id: stages.task_group(t) for t in load_domain(cfg.domain).tasks("train")}
+        for path in sorted((args.run / "grpo" / "rollouts").glob("step-*.jsonl")):
+            print(path.name)
+            for kind, row in grpo_round(read_episodes(path)[0], train_kinds).items():
+                print(f"  {kind:24s} groups {row['groups']}, with signal {row['signal']}, solved {row['solved']}/{row['episodes']}, "
+                      f"proposing unasked {row['proposing']}/{row['episodes']}")
+
+
+def grpo_round(episodes: list[Episode], kinds: dict[str, str]) -> dict[str, dict[str, int]]:
+    """One sampling round of a GRPO step, by kind of task: groups, groups with signal, episodes, solved, proposing."""
+    groups: dict[str, dict[str, list[Episode]]] = defaultdict(lambda: defaultdict(list))
+    for episode in episodes:
+        groups[kinds.get(episode.task_id, "unknown")][episode.task_id].append(episode)
+    rows = {}
+    for kind in sorted(groups):
+        solved = [sum(bool(e.reward and e.reward.success) for e in group) for group in groups[kind].values()]
+        sizes = [len(group) for group in groups[kind].values()]
+        rows[kind] = {"groups": len(sizes), "signal": sum(0 < s < n for s, n in zip(solved, sizes)), "episodes": sum(sizes),
+                      "solved": sum(solved), "proposing": sum(proposes_write_unasked(e) for g in groups[kind].values() for e in g)}
+    return rows
 
 
 if __name__ == "__main__":
