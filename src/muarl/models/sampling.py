@@ -2,8 +2,8 @@
 
 Why one uniform number per row. ``torch.multinomial`` draws a single sample by the exponential trick: one
 exponential random number for every entry of the vocabulary (49,152 for SmolLM2), about 0.8 ms a row on one
-core. A decode step of 64 rows spent ~45 ms of its ~0.41 s on those draws, even spread over two threads
-(``bench/roofline.py``, docs/benchmarks.md). Inverse-CDF sampling draws from the same distribution with one
+core. A decode step of 64 rows spent ~25-45 ms of its ~0.41 s on those draws, even spread over two threads
+(docs/benchmarks.md, the roofline section). Inverse-CDF sampling draws from the same distribution with one
 uniform number ``u`` per row: the token is the one whose interval ``[c[i-1], c[i])`` of the cumulative sums
 ``c`` holds ``u * c[-1]``. The softmax and the cumulative sums of the whole batch are one call each (~5 ms for
 64 rows). The sums are float64, so that rounding moves no token's share by a measurable amount (in float32,
