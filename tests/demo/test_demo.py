@@ -19,7 +19,7 @@ from muarl.train.config import GRPOConfig
 
 PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
          "eval_concurrency": 4, "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0,
-         "sft_max_steps": 1, "grpo_steps": 1, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1}}
+         "sft_max_steps": 1, "grpo_steps": 1, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1, "val_holdout": 2}}
 
 
 def pilot_config(out, **changes) -> DemoConfig:
@@ -60,6 +60,12 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     grpo_episodes = [json.loads(line) for line in (tmp_path / "demo" / "grpo" / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
     assert len(grpo_episodes) == 2 and {e["task_id"] for e in grpo_episodes} <= set(synth["grpo_task_ids"])
     assert train["grpo"]["steps"] == 1 and train["grpo"]["episodes"] == 2 and 0.0 <= train["grpo"]["sft_pass_at_n"] <= 1.0
+    # RL hands on the better of the cold start and step 1 on 2 held-out train tasks, validated outside the box
+    grpo = train["grpo"]
+    assert [r["step"] for r in grpo["validation"]] == [0, 1] and grpo["val_tasks"] == 2 and grpo["validation_minutes"] > 0
+    assert grpo["chosen_step"] in (0, 1)
+    assert grpo["model"] == (train["sft"]["model"] if grpo["chosen_step"] == 0 else str((tmp_path / "demo" / "grpo" / "checkpoints" / "step-000001" / "model").resolve()))
+    assert saved["stages"]["rl"]["model"] == grpo["model"] and "held-out train tasks (start " in (tmp_path / "demo" / "results.md").read_text()
     # compute-matched by the process's CPU time, both stages recording wall and CPU minutes
     assert train["control"]["cpu_time_limit_minutes"] == pytest.approx(train["grpo"]["cpu_minutes"])
     for stage in ("sft", "grpo", "control"):

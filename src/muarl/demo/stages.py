@@ -221,6 +221,7 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     success and pass@n (groups with any success) are the calibration figures and RL's reachable ceiling."""
     from muarl.train.checkpoint import latest_checkpoint
     from muarl.train.plot import read_metrics
+    from muarl.train.selection import Selection, chosen_model
     from muarl.train.trainer import GRPOTrainer
 
     started, cpu_started = time.monotonic(), time.process_time()
@@ -236,15 +237,22 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     rows = read_metrics(stage)
     # GRPO's minutes, wall and CPU (the control is matched to the CPU minutes): every step's rollouts and updates,
     # in this attempt and any interrupted one before it (its checkpointed steps), plus this attempt's loading,
-    # saving and plotting
-    minutes = (time.monotonic() - started + spent) / 60
-    cpu_minutes = (time.process_time() - cpu_started + cpu_spent) / 60
+    # saving and plotting; not validation, which chooses a checkpoint and trains nothing (counted apart)
+    minutes = (time.monotonic() - started - trainer.validation_seconds + spent) / 60
+    cpu_minutes = (time.process_time() - cpu_started - trainer.validation_cpu_seconds + cpu_spent) / 60
     ckpt = latest_checkpoint(stage)
     if ckpt is None:
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
+    model, selected = str((ckpt / "model").resolve()), {}
+    if trainer.cfg.select_checkpoint == "best_val":
+        chosen_step, model = chosen_model(stage, sft_model)
+        selection = Selection.load(stage)
+        val_seconds, val_cpu_seconds = selection.seconds()
+        selected = {"chosen_step": chosen_step, "validation": selection.history, "val_tasks": len(trainer.val_tasks),
+                    "validation_minutes": val_seconds / 60, "validation_cpu_minutes": val_cpu_seconds / 60}
     groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {
-        "model": str((ckpt / "model").resolve()), "reward": describe_reward(cfg.reward), "user": cfg.grpo_user,
+        "model": model, **selected, "reward": describe_reward(cfg.reward), "user": cfg.grpo_user,
         "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
         "cpu_minutes": cpu_minutes,
         "resumed_after_minutes": spent / 60 if spent else None,

@@ -48,8 +48,8 @@ def load_state(path: Path) -> Any:
 
 
 def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
-                    state: dict[str, Any], keep: int = 2) -> Path:
-    """Write checkpoint ``step`` and point ``latest`` at it; keep the newest ``keep`` checkpoints."""
+                    state: dict[str, Any], keep: int = 2, spare: int | None = None) -> Path:
+    """Write checkpoint ``step`` and point ``latest`` at it; keep the newest ``keep`` checkpoints and step ``spare``."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -64,9 +64,17 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     atomic_write_text(root / "latest", final.name)
-    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    prune_checkpoints(run_dir, keep, spare)
     return final
+
+
+def prune_checkpoints(run_dir: Path, keep: int, spare: int | None = None) -> None:
+    """Delete all but the newest ``keep`` checkpoints, sparing step ``spare`` (the one a validation chose,
+    :mod:`muarl.train.selection`), however old."""
+    spared = f"step-{spare:06d}" if spare is not None else None
+    for old in sorted(p for p in (run_dir / "checkpoints").glob("step-*") if p.is_dir())[:-keep]:
+        if old.name != spared:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -54,6 +54,9 @@ class GRPOConfig(WorldConfig):
     allow_test_split: bool = Field(False, description="permit training on a split named test (never for reported results)")
     val_holdout: int = Field(0, ge=0, description="tasks of the training split held out (never trained on) for validation")
     val_every: int = Field(0, ge=0, description="greedy validation every N steps (0: never)")
+    select_checkpoint: Literal["last", "best_val"] = Field(
+        "last", description="the weights the run hands on: its last step's, or (best_val) the validated candidate with the highest "
+                            "success, the starting weights (step 0) included; needs val_holdout and val_every")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -97,6 +100,8 @@ class GRPOConfig(WorldConfig):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOConfig:
+        if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
+            raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
         if self.split == "test" and not self.allow_test_split:
             raise ValueError("training on split 'test' would leak the evaluation set; use split: train "
                              "(or set allow_test_split: true for a throwaway experiment)")

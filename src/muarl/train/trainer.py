@@ -55,6 +55,7 @@ from muarl.train.checkpoint import (
     save_checkpoint,
 )
 from muarl.train.config import GRPOConfig
+from muarl.train.selection import Selection
 from muarl.train.grpo import grpo_loss, kept_advantages
 from muarl.train.metrics import MetricsWriter, episode_metrics, update_size
 from muarl.train.model_setup import Reference, load_trainable, trainable_parameters
@@ -68,6 +69,7 @@ from muarl.train.shared_prefix import (
 from muarl.types import Episode, Task
 
 ROLLOUTS_DIR = "rollouts"
+VALIDATION_DIR = "validation"  # the validation episodes, one file per validated step (step-000000: the starting weights)
 USER_SETTINGS = ("user", "user_base_url", "user_strategy", "user_temperature", "user_max_tokens", "user_precision")
 
 
@@ -125,8 +127,13 @@ class GRPOTrainer:
         tasks = self.world.tasks
         if cfg.val_holdout >= len(tasks):
             raise ConfigError(f"val_holdout={cfg.val_holdout} leaves no training tasks (split {cfg.split!r} has {len(tasks)} after filtering)")
-        self.val_tasks: list[Task] = tasks[len(tasks) - cfg.val_holdout:] if cfg.val_holdout else []
-        self.tasks: list[Task] = tasks[: len(tasks) - cfg.val_holdout]
+        # the held-out tasks: a seeded draw (epoch -1, which training never reaches), by kind in turn with
+        # stratify_by, so a kind of task rare in the split is still validated
+        held_out = set(epoch_order(tasks, cfg.seed, -1, cfg.stratify_by)[:cfg.val_holdout])
+        self.val_tasks: list[Task] = [t for i, t in enumerate(tasks) if i in held_out]
+        self.tasks: list[Task] = [t for i, t in enumerate(tasks) if i not in held_out]
+        self.selection = Selection() if cfg.select_checkpoint == "best_val" else None
+        self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         self.params = trainable_parameters(self.model)
@@ -153,6 +160,9 @@ class GRPOTrainer:
                 raise ConfigError(f"cannot resume {self.run_dir} with settings other than those in {saved} ({'; '.join(conflicts)}); "
                                   f"only {', '.join(sorted(self.cfg.RESUMABLE))} may change")
             self._load(ckpt)
+        if self.selection is not None:
+            self.selection = Selection.load(self.run_dir)
+            self.selection.truncate_after(self.step)  # steps after the checkpoint are re-run (and re-validated)
         atomic_write_text(saved, self.cfg.dump_yaml())
         write_run_info(self.run_dir, {
             "command": "train", "muarl_version": muarl.__version__, "started": datetime.now(timezone.utc).isoformat(),
@@ -162,7 +172,8 @@ class GRPOTrainer:
         })
         self.metrics = MetricsWriter(self.run_dir)
         self.metrics.truncate_after(self.step)
-        for stale in (self.run_dir / ROLLOUTS_DIR).glob("step-*.jsonl"):  # steps after the checkpoint are re-run
+        for stale in [*(self.run_dir / ROLLOUTS_DIR).glob("step-*.jsonl"), *(self.run_dir / VALIDATION_DIR).glob("step-*.jsonl")]:
+            # steps after the checkpoint are re-run
             if int(stale.name[len("step-"):len("step-") + 6]) > self.step:
                 stale.unlink()
 
@@ -181,8 +192,9 @@ class GRPOTrainer:
         self.step, self.position = state["step"], state["position"]
 
     def save(self) -> Path:
+        spare = self.selection.best_step if self.selection is not None else None
         return save_checkpoint(self.run_dir, self.step, self.model, self.tokenizer, self.optimizer, self.scheduler,
-                               {"position": self.position}, keep=self.cfg.keep_checkpoints)
+                               {"position": self.position}, keep=self.cfg.keep_checkpoints, spare=spare)
 
     # ---------------------------------------------------------------- rollouts
     def next_tasks(self, n: int | None = None) -> list[Task]:
@@ -410,31 +422,52 @@ class GRPOTrainer:
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
             "data_position": float(self.position), "sampling_rounds": float(rounds),
         }
-        if self.cfg.val_every and self.val_tasks and self.step % self.cfg.val_every == 0:
+        if self.validation_due():
             metrics.update(self.validate())
         return metrics
 
+    def validation_due(self) -> bool:
+        return bool(self.cfg.val_every and self.val_tasks and self.step % self.cfg.val_every == 0)
+
     def validate(self) -> dict[str, float]:
-        """Greedy episodes, one per held-out task."""
-        episodes = self.run_episodes(self.val_tasks, 1, 0.0, step_seed(self.cfg.seed, -1), f"step {self.step} validation")
+        """Greedy episodes, one per held-out task, with the current weights; with ``select_checkpoint: best_val``
+        they are a candidate (step ``self.step``; 0 is the starting weights). Its minutes are counted apart
+        (``val/seconds``): they are not training, so neither a time box nor ``cpu_seconds`` includes them."""
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        out = self.run_dir / VALIDATION_DIR / f"step-{self.step:06d}.jsonl" if self.cfg.keep_rollouts else None
+        episodes = self.run_episodes(self.val_tasks, 1, 0.0, step_seed(self.cfg.seed, -1), f"step {self.step} validation", out)
         stats = episode_metrics(episodes)
-        return {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
+        seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
+        self.validation_seconds += seconds
+        self.validation_cpu_seconds += cpu_seconds
+        if self.selection is not None:
+            self.selection.add(self.step, stats.get("success_rate", 0.0), seconds, cpu_seconds)
+        out = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
+        return {**out, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
 
     def train(self, time_limit_s: float | None = None) -> None:
         """Train up to ``cfg.steps``; with ``time_limit_s``, a time box: stop when the next step is not expected to
         end inside it (:func:`next_step_fits`; at least one step runs) and checkpoint the last step, so a
-        time-boxed run ends within its box, give or take one step's variation, on a resumable checkpoint."""
+        time-boxed run ends within its box, give or take one step's variation, on a resumable checkpoint. The box
+        holds rollouts and updates; validation's minutes are not training and do not count against it."""
+        if self.selection is not None and self.validation_due() and not self.selection.has(self.step):
+            self.validate()  # the starting weights (candidate 0), or a checkpoint whose validation a crash lost
+            self.selection.save(self.run_dir)
         bar = _progress(self.cfg.steps, "GRPO steps", self.progress, initial=self.step)
-        started, first = time.monotonic(), self.step
+        started, first, validated_before = time.monotonic(), self.step, self.validation_seconds
         try:
             while self.step < self.cfg.steps:
                 metrics = self.train_step()
                 self.metrics.write(self.step, metrics)
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics.get('reward_mean', 0):.3f}", kl=f"{metrics.get('kl', 0):.4f}")
-                out_of_time = time_limit_s is not None and not next_step_fits(time.monotonic() - started, self.step - first, time_limit_s)
-                if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps or out_of_time:
+                training_s = time.monotonic() - started - (self.validation_seconds - validated_before)
+                out_of_time = time_limit_s is not None and not next_step_fits(training_s, self.step - first, time_limit_s)
+                chosen = self.selection is not None and self.selection.best_step == self.step
+                if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps or out_of_time or chosen:
                     self.save()
+                if self.selection is not None:
+                    self.selection.save(self.run_dir)  # after the checkpoint it may name
                 if out_of_time:
                     break
         finally:

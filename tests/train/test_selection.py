@@ -1,0 +1,162 @@
+"""Choosing the checkpoint on validation: the record, the pruning that spares the choice, and the trainer's loop
+(candidate 0 is the starting weights, validation is outside the time box, a resume re-validates what a crash lost)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from muarl.train import trainer as trainer_module
+from muarl.train.checkpoint import save_checkpoint
+from muarl.train.config import GRPOConfig, ModelConfig
+from muarl.train.selection import Selection, chosen_model
+from muarl.train.trainer import GRPOTrainer
+
+
+def config(out, **changes) -> GRPOConfig:
+    base = {"out": str(out), "domain": "clinic-lite", "model": ModelConfig(name="tiny-random", precision="fp32"), "steps": 3,
+            "tasks_per_step": 1, "group_size": 2, "max_turns": 2, "max_new_tokens": 4, "max_context": 1024, "lr": 1e-3,
+            "plot": False, "save_every": 1, "keep_checkpoints": 1, "val_holdout": 2, "val_every": 1,
+            "select_checkpoint": "best_val"}
+    return GRPOConfig(**{**base, **changes})
+
+
+def test_the_best_is_the_highest_success_and_a_tie_keeps_the_earlier_candidate(tmp_path):
+    sel = Selection()
+    assert sel.best is None and not sel.has(0)
+    assert sel.add(0, 0.5, 10.0, 20.0)
+    assert not sel.add(1, 0.25, 10.0, 20.0)
+    assert not sel.add(2, 0.5, 10.0, 20.0)  # equal to the start: the start stays chosen
+    assert sel.add(3, 0.75, 10.0, 20.0) and sel.best_step == 3
+    assert sel.add(3, 0.0, 5.0, 5.0) is False and sel.best_step == 0  # a re-run of step 3 replaces its record
+    assert sel.seconds() == (35.0, 65.0)
+    sel.truncate_after(1)
+    assert [r["step"] for r in sel.history] == [0, 1]
+    (tmp_path / "checkpoints").mkdir()
+    sel.save(tmp_path)
+    assert Selection.load(tmp_path).history == sel.history
+    assert json.loads((tmp_path / "checkpoints" / "selection.json").read_text())["best"]["step"] == 0
+    assert chosen_model(tmp_path, "cold-start") == (0, "cold-start")  # step 0: the weights the run started from
+
+
+def test_the_chosen_checkpoint_survives_pruning_and_its_loss_is_said(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    model.save_pretrained = lambda path: (path.mkdir(parents=True), torch.save(model.state_dict(), path / "w.pt"))
+    tokenizer = SimpleNamespace(save_pretrained=lambda path: None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0)
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, model, tokenizer, optimizer, scheduler, {}, keep=1, spare=1)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-000001", "step-000003"]
+    save_checkpoint(tmp_path, 4, model, tokenizer, optimizer, scheduler, {}, keep=1, spare=4)  # a new choice frees the old
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-000004"]
+    sel = Selection()
+    sel.add(2, 1.0, 0.0, 0.0)
+    sel.save(tmp_path)
+    with pytest.raises(FileNotFoundError, match="step-000002"):
+        chosen_model(tmp_path, "cold-start")
+
+
+def test_config_needs_a_validation_split_to_choose_on(tmp_path):
+    with pytest.raises(ValueError, match="val_holdout and val_every"):
+        config(tmp_path, val_holdout=0)
+    with pytest.raises(ValueError, match="val_holdout and val_every"):
+        config(tmp_path, val_every=0)
+
+
+def scripted_validation(trainer, successes: list[float]):
+    """Run the real validation episodes, then give the i-th validation the success ``successes[i]``: which
+    candidate is best is then known by construction."""
+    real, calls = trainer.run_episodes, []
+
+    def run(tasks, trials, temperature, seed, desc, out=None):
+        episodes = real(tasks, trials, temperature, seed, desc, out)
+        if temperature == 0.0:
+            wins = round(successes[len(calls)] * len(episodes))
+            calls.append(desc)
+            for i, e in enumerate(episodes):
+                e.reward = e.reward.model_copy(update={"success": i < wins, "reward": float(i < wins)})
+        return episodes
+
+    trainer.run_episodes = run
+    return calls
+
+
+def test_a_run_hands_on_its_best_validated_step_and_keeps_its_weights(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path / "r"), progress=False)
+    assert not {t.id for t in trainer.val_tasks} & {t.id for t in trainer.tasks} and len(trainer.val_tasks) == 2
+    calls = scripted_validation(trainer, [0.5, 0.0, 1.0, 0.5])  # start, step 1, step 2, step 3
+    trainer.start()
+    trainer.train()
+    assert calls == ["step 0 validation", "step 1 validation", "step 2 validation", "step 3 validation"]
+    step, model = chosen_model(tmp_path / "r", "tiny-random")
+    assert step == 2 and model.endswith("step-000002/model")
+    assert sorted(p.name for p in (tmp_path / "r" / "checkpoints").glob("step-*")) == ["step-000002", "step-000003"]
+    assert sorted(p.name for p in (tmp_path / "r" / "validation").iterdir())[0] == "step-000000.jsonl"
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["val/success_rate"] for r in rows] == [0.0, 1.0, 0.5] and all(r["val/seconds"] > 0 for r in rows)
+
+
+def test_a_run_whose_steps_only_got_worse_hands_back_its_start(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path / "r", steps=2), progress=False)
+    scripted_validation(trainer, [0.5, 0.0, 0.5])
+    trainer.start()
+    trainer.train()
+    assert chosen_model(tmp_path / "r", "cold-start") == (0, "cold-start")
+
+
+def test_a_resume_revalidates_a_checkpoint_whose_validation_record_a_crash_lost(tmp_path):
+    first = GRPOTrainer(config(tmp_path / "r", steps=1), progress=False)
+    scripted_validation(first, [0.0, 0.5])
+    first.start()
+    first.train()
+    record = tmp_path / "r" / "checkpoints" / "selection.json"
+    saved = json.loads(record.read_text())
+    saved["history"] = saved["history"][:1]  # killed after checkpointing step 1, before recording its validation
+    record.write_text(json.dumps(saved))
+    resumed = GRPOTrainer(config(tmp_path / "r", steps=2), progress=False)
+    calls = scripted_validation(resumed, [0.5, 1.0])
+    resumed.start(resume=True)
+    resumed.train()
+    assert calls == ["step 1 validation", "step 2 validation"]
+    assert [r["step"] for r in Selection.load(tmp_path / "r").history] == [0, 1, 2]
+    assert chosen_model(tmp_path / "r", "tiny-random")[0] == 2
+
+
+def test_validation_does_not_count_against_the_time_box(tmp_path, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(
+        monotonic=lambda: clock[0], perf_counter=lambda: clock[0], process_time=lambda: clock[0]))
+    trainer = GRPOTrainer(config(tmp_path / "r", steps=10), progress=False)
+    trainer.start()
+
+    def slow_validation(tasks, trials, temperature, seed, desc, out=None):
+        clock[0] += 500.0  # validation far slower than a step
+        return []
+
+    def step() -> dict[str, float]:  # a step of 100 s on the fake clock, then its validation
+        clock[0] += 100.0
+        trainer.step += 1
+        return trainer.validate()
+
+    monkeypatch.setattr(trainer, "run_episodes", slow_validation)
+    monkeypatch.setattr(trainer, "train_step", step)
+    trainer.train(time_limit_s=350.0)
+    assert trainer.step == 3  # as without validation (three 100 s steps fit a 350 s box)
+    assert trainer.validation_seconds == trainer.validation_cpu_seconds == 4 * 500.0  # the start and each step
+
+
+def test_the_validation_split_is_a_seeded_draw_that_covers_every_kind(tmp_path):
+    """The split's last tasks (the old rule) can all be one kind; a draw by kind in turn validates each."""
+    kinds = ["difficulty", "changes_mind"]
+    trainer = GRPOTrainer(config(tmp_path / "r", val_holdout=8, stratify_by=kinds), progress=False)
+    picked = [trainer_module.task_kind(t, kinds) for t in trainer.val_tasks]
+    assert len(set(picked)) == 4 and all(picked.count(k) == 2 for k in set(picked))
+    again = GRPOTrainer(config(tmp_path / "s", val_holdout=8, stratify_by=kinds), progress=False)
+    other = GRPOTrainer(config(tmp_path / "t", val_holdout=8, stratify_by=kinds, seed=1), progress=False)
+    assert [t.id for t in again.val_tasks] == [t.id for t in trainer.val_tasks] != [t.id for t in other.val_tasks]
+    for t in (trainer, again, other):
+        t.close()
