@@ -9,10 +9,14 @@ an update (its text holds "update" and "confirm", as the clinic's confirmation a
 
     python bench/unrequested_writes.py runs/spread/bf16/seed-0
     python bench/unrequested_writes.py runs/spread/bf16/seed-0 --grpo   # and per GRPO step, by kind of train task
+    python bench/unrequested_writes.py runs/spread/bf16/seed-0 --validation   # and per validated candidate
 
 ``--grpo`` also reads the run's GRPO rollouts (``grpo/rollouts/step-*.jsonl``, each sampling round's file) and
 prints, per step and kind of train task, the groups, those with signal (some but not all solved), the successes and
 the episodes proposing a write unasked: whether a step's draw or its update moved the policy onto the opening.
+``--validation`` reads the greedy validation episodes of a run that chose its checkpoint on validation
+(``grpo/validation/step-*.jsonl``; step 0 is the cold start) and prints, per candidate and kind of held-out train
+task, the successes and the episodes proposing a write unasked: what the choice saw.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="a demo run's directory (holds demo_config.json)")
     p.add_argument("--grpo", action="store_true", help="also per GRPO step, by kind of train task")
+    p.add_argument("--validation", action="store_true", help="also per validated candidate, by kind of held-out train task")
     args = p.parse_args()
     cfg = DemoConfig.model_validate_json((args.run / "demo_config.json").read_text(encoding="utf-8"))
     kinds = {t.id: stages.task_group(t) for t in stages.eval_tasks(cfg)}
@@ -64,13 +69,20 @@ def main() -> None:
         for kind in table:
             table[kind][label] = counts[kind]
     print(json.dumps({"run": str(args.run), "tasks": dict(sizes), "episodes proposing a write unasked": table}, indent=1))
+    train_kinds = {t.id: stages.task_group(t) for t in load_domain(cfg.domain).tasks("train")} if args.grpo or args.validation else {}
     if args.grpo:
-        train_kinds = {t.id: stages.task_group(t) for t in load_domain(cfg.domain).tasks("train")}
         for path in sorted((args.run / "grpo" / "rollouts").glob("step-*.jsonl")):
             print(path.name)
             for kind, row in grpo_round(read_episodes(path)[0], train_kinds).items():
                 print(f"  {kind:24s} groups {row['groups']}, with signal {row['signal']}, solved {row['solved']}/{row['episodes']}, "
                       f"proposing unasked {row['proposing']}/{row['episodes']}")
+    if args.validation:
+        for path in sorted((args.run / "grpo" / "validation").glob("step-*.jsonl")):
+            rows = grpo_round(read_episodes(path)[0], train_kinds)
+            solved, total = sum(r["solved"] for r in rows.values()), sum(r["episodes"] for r in rows.values())
+            print(f"validation {path.stem}: solved {solved}/{total}")
+            for kind, row in rows.items():
+                print(f"  {kind:24s} solved {row['solved']}/{row['episodes']}, proposing unasked {row['proposing']}/{row['episodes']}")
 
 
 def grpo_round(episodes: list[Episode], kinds: dict[str, str]) -> dict[str, dict[str, int]]:

@@ -88,3 +88,20 @@ def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp
     assert (tmp_path / "box" / "checkpoints").is_dir()  # the stage ran into --out, not into the run it read
     with pytest.raises(AssertionError, match="not empty"):
         bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "box"))
+
+
+def test_validate_checkpoint_scores_a_model_on_a_runs_validation_tasks(tmp_path):
+    """Issue 21: what a run's choice on validation would have made of another run's model, on the same tasks."""
+    from muarl.train.config import GRPOConfig, ModelConfig
+    from muarl.train.trainer import GRPOTrainer
+
+    cfg = GRPOConfig(out=str(tmp_path / "run"), domain="clinic-lite", model=ModelConfig(name="tiny-random", precision="fp32"),
+                     steps=1, tasks_per_step=1, group_size=2, max_turns=2, max_new_tokens=4, max_context=1024, plot=False,
+                     val_holdout=3, val_every=1, select_checkpoint="best_val", stratify_by=["difficulty", "changes_mind"])
+    trainer = GRPOTrainer(cfg, progress=False)
+    trainer.start()
+    trainer.train()
+    out = bench("validate_checkpoint.py", str(tmp_path / "run"), "tiny-random")
+    assert out["model"] == "tiny-random" and out["val_tasks"] == 3 and len(out["by_kind"]) == 3
+    assert [c["step"] for c in out["the run's candidates"]] == [0, 1]
+    assert out["success"] == out["the run's candidates"][0]["success"]  # the run's own start, scored again: the same verdicts

@@ -40,6 +40,10 @@ def test_mean_range_and_the_kinds_that_fell_are_computed_by_hand():
     assert "mean +21.7, range [+10.0, +33.3]" in md and "fell > 10 points" in md and "| seed 1, bf16 |" in md
     assert "+33.3 (52/2, p = 1.6e-13) [+25.3, +41.3]" in md
 
+    # each seed draws its own 150 held-out tasks, so a kind's n is each run's own
+    b["by_group"]["level 2"]["n"] = 13
+    assert "| level 2 | 10 | seed 0, fp32 |" in spread_markdown(spread([a, b])) and "| level 2 | 13 | seed 1, bf16 |" in spread_markdown(spread([a, b]))
+
     good = spread([a])
     assert good["criteria"] == {"every_run_rl_minus_sft": True, "mean_rl_minus_control_positive": True, "no_kind_drops": True}
 

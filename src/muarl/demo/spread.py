@@ -83,9 +83,10 @@ def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
             out["deltas"][name] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n_runs": len(values)}
     for r in runs:
         for kind, g in r.get("by_group", {}).items():
-            row = out["kinds"].setdefault(kind, {"n": g["n"], "runs": []})
+            row = out["kinds"].setdefault(kind, {"runs": []})
             change = None if g.get("rl") is None or g.get("sft") is None else g["rl"] - g["sft"]
-            row["runs"].append({"label": run_label(r), "sft": g.get("sft"), "rl": g.get("rl"), "control": g.get("control"),
+            # each seed draws its own held-out tasks, so a kind's count is the run's own
+            row["runs"].append({"label": run_label(r), "n": g["n"], "sft": g.get("sft"), "rl": g.get("rl"), "control": g.get("control"),
                                 "change": change, "flagged": change is not None and change < -DROP_FLAG})
     gains = [d for d in (r["deltas"].get("rl_minus_sft") for r in runs)]
     control = out["deltas"].get("rl_minus_control")
@@ -129,7 +130,7 @@ def spread_markdown(summary: dict[str, Any]) -> str:
     for kind, k in summary["kinds"].items():
         for run in k["runs"]:
             flag = " **fell > 10 points**" if run["flagged"] else ""
-            lines.append(f"| {kind} | {k['n']} | {run['label']} | {pct(run['sft'])} | {pct(run['rl'])} | {pct(run['control'])} | "
+            lines.append(f"| {kind} | {run['n']} | {run['label']} | {pct(run['sft'])} | {pct(run['rl'])} | {pct(run['control'])} | "
                          f"{_pts(run['change'])}{flag} |")
     c = summary["criteria"]
     verdict = {True: "yes", False: "NO", None: "n/a (no control)"}
