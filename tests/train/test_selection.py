@@ -147,6 +147,7 @@ def test_validation_does_not_count_against_the_time_box(tmp_path, monkeypatch):
     trainer.train(time_limit_s=350.0)
     assert trainer.step == 3  # as without validation (three 100 s steps fit a 350 s box)
     assert trainer.validation_seconds == trainer.validation_cpu_seconds == 4 * 500.0  # the start and each step
+    assert trainer.selection.history == []  # no validation episode was scored: no candidate (errors are not 0s)
 
 
 def test_the_validation_split_is_a_seeded_draw_that_covers_every_kind(tmp_path):

@@ -440,8 +440,9 @@ class GRPOTrainer:
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
         self.validation_seconds += seconds
         self.validation_cpu_seconds += cpu_seconds
-        if self.selection is not None:
-            self.selection.add(self.step, stats.get("success_rate", 0.0), seconds, cpu_seconds)
+        if self.selection is not None and "success_rate" in stats:
+            # a candidate none of whose episodes was scored (every one errored) is no candidate: errors are not 0s
+            self.selection.add(self.step, stats["success_rate"], seconds, cpu_seconds)
         out = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
         return {**out, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
 
