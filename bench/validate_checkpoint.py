@@ -18,7 +18,6 @@ from collections import Counter
 from pathlib import Path
 
 from muarl.demo.stages import task_group
-from muarl.seeds import step_seed
 from muarl.train.config import GRPOConfig
 from muarl.train.selection import Selection
 from muarl.train.trainer import GRPOTrainer
@@ -34,8 +33,7 @@ def main() -> None:
         model = cfg.model.model_copy(update={"name": args.model})
         trainer = GRPOTrainer(cfg.model_copy(update={"out": scratch, "model": model, "plot": False}), progress=False)
         try:
-            trainer.run_dir.mkdir(parents=True, exist_ok=True)
-            episodes = trainer.run_episodes(trainer.val_tasks, 1, 0.0, step_seed(cfg.seed, -1), "validation")  # as validate() draws
+            episodes = trainer.validation_episodes()
         finally:
             trainer.close()
     kinds = {t.id: task_group(t) for t in trainer.val_tasks}

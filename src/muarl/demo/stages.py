@@ -221,7 +221,6 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     success and pass@n (groups with any success) are the calibration figures and RL's reachable ceiling."""
     from muarl.train.checkpoint import latest_checkpoint
     from muarl.train.plot import read_metrics
-    from muarl.train.selection import Selection, chosen_model
     from muarl.train.trainer import GRPOTrainer
 
     started, cpu_started = time.monotonic(), time.process_time()
@@ -244,9 +243,9 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     if ckpt is None:
         raise ConfigError(f"{stage} has no GRPO checkpoint to evaluate (grpo_steps={cfg.grpo_steps})")
     model, selected = str((ckpt / "model").resolve()), {}
-    if trainer.cfg.select_checkpoint == "best_val":
-        chosen_step, model = chosen_model(stage, sft_model)
-        selection = Selection.load(stage)
+    selection = trainer.selection  # as the run left it on disk, loaded once
+    if selection is not None:
+        chosen_step, model = selection.chosen_model(stage, sft_model)
         val_seconds, val_cpu_seconds = selection.seconds()
         selected = {"chosen_step": chosen_step, "validation": selection.history, "val_tasks": len(trainer.val_tasks),
                     "validation_minutes": val_seconds / 60, "validation_cpu_minutes": val_cpu_seconds / 60}

@@ -76,15 +76,19 @@ class Selection:
             return cls()
         return cls(history=json.loads(path.read_text(encoding="utf-8"))["history"])
 
+    def chosen_model(self, run_dir: Path, initial_model: str) -> tuple[int, str]:
+        """The selected step and the model to load for it: ``initial_model`` for step 0, else that checkpoint's model."""
+        step = self.best_step
+        if step is None:
+            raise FileNotFoundError(f"{run_dir / 'checkpoints' / RECORD} records no validated candidate")
+        if step == 0:
+            return 0, initial_model
+        model = run_dir / "checkpoints" / f"step-{step:06d}" / "model"
+        if not model.is_dir():
+            raise FileNotFoundError(f"the selected checkpoint's weights are missing: {model}")
+        return step, str(model.resolve())
+
 
 def chosen_model(run_dir: Path, initial_model: str) -> tuple[int, str]:
-    """The selected step and the model to load for it: ``initial_model`` for step 0, else that checkpoint's model."""
-    step = Selection.load(run_dir).best_step
-    if step is None:
-        raise FileNotFoundError(f"{run_dir / 'checkpoints' / RECORD} records no validated candidate")
-    if step == 0:
-        return 0, initial_model
-    model = run_dir / "checkpoints" / f"step-{step:06d}" / "model"
-    if not model.is_dir():
-        raise FileNotFoundError(f"the selected checkpoint's weights are missing: {model}")
-    return step, str(model.resolve())
+    """:meth:`Selection.chosen_model` of the selection recorded in ``run_dir``."""
+    return Selection.load(run_dir).chosen_model(run_dir, initial_model)

@@ -434,17 +434,20 @@ class GRPOTrainer:
         they are a candidate (step ``self.step``; 0 is the starting weights). Its minutes are counted apart
         (``val/seconds``): they are not training, so neither a time box nor ``cpu_seconds`` includes them."""
         t0, cpu0 = time.perf_counter(), time.process_time()
-        out = self.run_dir / VALIDATION_DIR / f"step-{self.step:06d}.jsonl" if self.cfg.keep_rollouts else None
-        episodes = self.run_episodes(self.val_tasks, 1, 0.0, step_seed(self.cfg.seed, -1), f"step {self.step} validation", out)
-        stats = episode_metrics(episodes)
+        kept = self.run_dir / VALIDATION_DIR / f"step-{self.step:06d}.jsonl" if self.cfg.keep_rollouts else None
+        stats = episode_metrics(self.validation_episodes(f"step {self.step} validation", kept))
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
         self.validation_seconds += seconds
         self.validation_cpu_seconds += cpu_seconds
         if self.selection is not None and "success_rate" in stats:
             # a candidate none of whose episodes was scored (every one errored) is no candidate: errors are not 0s
             self.selection.add(self.step, stats["success_rate"], seconds, cpu_seconds)
-        out = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
-        return {**out, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
+        scalars = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
+        return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
+
+    def validation_episodes(self, desc: str = "validation", out: Path | None = None) -> list[Episode]:
+        """One greedy episode per held-out task with the current weights, the same draw at every validation."""
+        return self.run_episodes(self.val_tasks, 1, 0.0, step_seed(self.cfg.seed, -1), desc, out)
 
     def train(self, time_limit_s: float | None = None) -> None:
         """Train up to ``cfg.steps``; with ``time_limit_s``, a time box: stop when the next step is not expected to
