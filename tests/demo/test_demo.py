@@ -63,9 +63,9 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     # RL hands on the better of the cold start and step 1 on 2 held-out train tasks, validated outside the box
     grpo = train["grpo"]
     assert [r["step"] for r in grpo["validation"]] == [0, 1] and grpo["val_tasks"] == 2 and grpo["validation_minutes"] > 0
-    assert grpo["chosen_step"] in (0, 1)
+    assert grpo["chosen_step"] in (0, 1) and grpo["select_on"] == "success"
     assert grpo["model"] == (train["sft"]["model"] if grpo["chosen_step"] == 0 else str((tmp_path / "demo" / "grpo" / "checkpoints" / "step-000001" / "model").resolve()))
-    assert saved["stages"]["rl"]["model"] == grpo["model"] and "held-out train tasks (start " in (tmp_path / "demo" / "results.md").read_text()
+    assert saved["stages"]["rl"]["model"] == grpo["model"] and "best greedy success on 2 held-out train tasks (start " in (tmp_path / "demo" / "results.md").read_text()
     # compute-matched by the process's CPU time, both stages recording wall and CPU minutes
     assert train["control"]["cpu_time_limit_minutes"] == pytest.approx(train["grpo"]["cpu_minutes"])
     for stage in ("sft", "grpo", "control"):

@@ -27,11 +27,11 @@ def config(out, **changes) -> GRPOConfig:
 def test_the_best_is_the_highest_success_and_a_tie_keeps_the_earlier_candidate(tmp_path):
     sel = Selection()
     assert sel.best is None and not sel.has(0)
-    assert sel.add(0, 0.5, 10.0, 20.0)
-    assert not sel.add(1, 0.25, 10.0, 20.0)
-    assert not sel.add(2, 0.5, 10.0, 20.0)  # equal to the start: the start stays chosen
-    assert sel.add(3, 0.75, 10.0, 20.0) and sel.best_step == 3
-    assert sel.add(3, 0.0, 5.0, 5.0) is False and sel.best_step == 0  # a re-run of step 3 replaces its record
+    assert sel.add(0, 0.5, 0.5, 10.0, 20.0)
+    assert not sel.add(1, 0.25, 0.25, 10.0, 20.0)
+    assert not sel.add(2, 0.5, 0.5, 10.0, 20.0)  # equal to the start: the start stays chosen
+    assert sel.add(3, 0.75, 0.75, 10.0, 20.0) and sel.best_step == 3
+    assert sel.add(3, 0.0, 0.0, 5.0, 5.0) is False and sel.best_step == 0  # a re-run of step 3 replaces its record
     assert sel.seconds() == (35.0, 65.0)
     sel.truncate_after(1)
     assert [r["step"] for r in sel.history] == [0, 1]
@@ -54,10 +54,27 @@ def test_the_chosen_checkpoint_survives_pruning_and_its_loss_is_said(tmp_path):
     save_checkpoint(tmp_path, 4, model, tokenizer, optimizer, scheduler, {}, keep=1, spare=4)  # a new choice frees the old
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-000004"]
     sel = Selection()
-    sel.add(2, 1.0, 0.0, 0.0)
+    sel.add(2, 1.0, 1.0, 0.0, 0.0)
     sel.save(tmp_path)
     with pytest.raises(FileNotFoundError, match="step-000002"):
         chosen_model(tmp_path, "cold-start")
+
+
+def test_ranked_by_reward_a_shaped_run_keeps_the_step_that_solved_fewer_but_broke_no_rule(tmp_path):
+    """process pays 0.25 for a success that wrote an unconfirmed value: 3 of 4 solved, all unconfirmed (0.1875)
+    loses to 2 of 4 solved, all confirmed (0.5) when ranked by reward, and wins when ranked by success."""
+    by_reward, by_success = Selection(metric="reward"), Selection()
+    for sel in (by_reward, by_success):
+        sel.add(0, 0.25, 0.25, 1.0, 1.0)
+        sel.add(1, 0.5, 0.5, 1.0, 1.0)
+        sel.add(2, 0.75, 0.1875, 1.0, 1.0)
+    assert by_reward.best_step == 1 and by_success.best_step == 2
+    (tmp_path / "checkpoints").mkdir()
+    by_reward.save(tmp_path)
+    assert Selection.load(tmp_path).best_step == 1  # the record keeps what it was ranked by
+    old = {"best": None, "history": by_success.history}  # a record written before select_on existed
+    (tmp_path / "checkpoints" / "selection.json").write_text(json.dumps(old))
+    assert Selection.load(tmp_path).metric == "success"
 
 
 def test_config_needs_a_validation_split_to_choose_on(tmp_path):
@@ -65,11 +82,14 @@ def test_config_needs_a_validation_split_to_choose_on(tmp_path):
         config(tmp_path, val_holdout=0)
     with pytest.raises(ValueError, match="val_holdout and val_every"):
         config(tmp_path, val_every=0)
+    with pytest.raises(ValueError, match="select_checkpoint: best_val too"):
+        config(tmp_path, select_checkpoint="last", select_on="reward")
 
 
-def scripted_validation(trainer, successes: list[float]):
-    """Run the real validation episodes, then give the i-th validation the success ``successes[i]``: which
-    candidate is best is then known by construction."""
+def scripted_validation(trainer, successes: list[float], paid: list[float] | None = None):
+    """Run the real validation episodes, then give the i-th validation the success ``successes[i]``, each success
+    paid ``paid[i]`` (1 unless given; less is a shaped reward's discount): which candidate is best is then known by
+    construction."""
     real, calls = trainer.run_episodes, []
 
     def run(tasks, trials, temperature, seed, desc, out=None):
@@ -78,7 +98,8 @@ def scripted_validation(trainer, successes: list[float]):
             wins = round(successes[len(calls)] * len(episodes))
             calls.append(desc)
             for i, e in enumerate(episodes):
-                e.reward = e.reward.model_copy(update={"success": i < wins, "reward": float(i < wins)})
+                pay = paid[len(calls) - 1] if paid else 1.0
+                e.reward = e.reward.model_copy(update={"success": i < wins, "reward": pay * (i < wins)})
         return episodes
 
     trainer.run_episodes = run
@@ -98,6 +119,15 @@ def test_a_run_hands_on_its_best_validated_step_and_keeps_its_weights(tmp_path):
     assert sorted(p.name for p in (tmp_path / "r" / "validation").iterdir())[0] == "step-000000.jsonl"
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["val/success_rate"] for r in rows] == [0.0, 1.0, 0.5] and all(r["val/seconds"] > 0 for r in rows)
+
+
+def test_a_run_ranked_by_reward_chooses_on_the_reward_its_validation_paid(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path / "r", steps=2, select_on="reward"), progress=False)
+    scripted_validation(trainer, [0.5, 1.0, 0.5], paid=[1.0, 0.25, 1.0])  # step 1 solves both, each paid a quarter
+    trainer.start()
+    trainer.train()
+    assert [(r["success"], r["reward"]) for r in Selection.load(tmp_path / "r").history] == [(0.5, 0.5), (1.0, 0.25), (0.5, 0.5)]
+    assert chosen_model(tmp_path / "r", "cold-start") == (0, "cold-start")  # by success it would be step 1
 
 
 def test_a_run_whose_steps_only_got_worse_hands_back_its_start(tmp_path):

@@ -138,9 +138,11 @@ def results_markdown(results: dict[str, Any]) -> str:
          f"{_pct(g['train_success_first'])} at step 1, {_pct(g['train_success_mean_last5'])} over the last 5 steps"),
     ]
     if "chosen_step" in g:
-        curve = ", ".join(f"{'start' if r['step'] == 0 else 'step ' + str(r['step'])} {_pct(r['success'])}" for r in g["validation"])
+        on = g.get("select_on", "success")
+        curve = ", ".join(f"{'start' if r['step'] == 0 else 'step ' + str(r['step'])} {_pct(r['success'])}"
+                          + (f" (reward {r['reward']:.3f})" if on == "reward" else "") for r in g["validation"])
         chosen = "the cold start" if g["chosen_step"] == 0 else f"step {g['chosen_step']}"
-        lines.append(f"- RL model: {chosen}, the best greedy success on {g['val_tasks']} held-out train tasks ({curve}; "
+        lines.append(f"- RL model: {chosen}, the best greedy {on} on {g['val_tasks']} held-out train tasks ({curve}; "
                      f"{g['validation_minutes']:.1f} min of validation, outside GRPO's box)")
     if "control" in train:
         c = train["control"]

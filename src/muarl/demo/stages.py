@@ -247,7 +247,8 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     if selection is not None:
         chosen_step, model = selection.chosen_model(stage, sft_model)
         val_seconds, val_cpu_seconds = selection.seconds()
-        selected = {"chosen_step": chosen_step, "validation": selection.history, "val_tasks": len(trainer.val_tasks),
+        selected = {"chosen_step": chosen_step, "select_on": selection.metric, "validation": selection.history,
+                    "val_tasks": len(trainer.val_tasks),
                     "validation_minutes": val_seconds / 60, "validation_cpu_minutes": val_cpu_seconds / 60}
     groups = [r for r in per_task(read_episodes(stage / "rollouts" / "step-000001.jsonl")[0]) if r.n]
     return {

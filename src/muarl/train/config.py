@@ -57,6 +57,9 @@ class GRPOConfig(WorldConfig):
     select_checkpoint: Literal["last", "best_val"] = Field(
         "last", description="the weights the run hands on: its last step's, or (best_val) the validated candidate with the highest "
                             "success, the starting weights (step 0) included; needs val_holdout and val_every")
+    select_on: Literal["success", "reward"] = Field(
+        "success", description="what best_val ranks the candidates by: validation success, or the mean of the run's own reward "
+                               "(a shaped reward's objective: process pays less for a success that broke the policy)")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -102,6 +105,8 @@ class GRPOConfig(WorldConfig):
     def _check(self) -> GRPOConfig:
         if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
+        if self.select_on != "success" and self.select_checkpoint != "best_val":
+            raise ValueError(f"select_on: {self.select_on} ranks validated candidates: set select_checkpoint: best_val too")
         if self.split == "test" and not self.allow_test_split:
             raise ValueError("training on split 'test' would leak the evaluation set; use split: train "
                              "(or set allow_test_split: true for a throwaway experiment)")

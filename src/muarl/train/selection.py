@@ -9,6 +9,10 @@ tasks fell from 47.5% to 33.8%, and its last checkpoint lost level-2 skills the 
 candidate with the highest success; a later step must beat the best so far outright, so a tie keeps the
 earlier (closer to the start) weights, and a run whose every step got worse hands back its start.
 
+``select_on: reward`` ranks the candidates by their mean reward instead. With the outcome bit the two agree; with a
+shaped reward (``process``: a success that broke the policy pays less) the run is chosen on what it was trained for,
+so a process-trained run does not hand on a step that solves one more validation task by writing unconfirmed values.
+
 The record is ``RUN/checkpoints/selection.json``. The chosen step's checkpoint directory is never pruned
 (:func:`muarl.train.checkpoint.prune_checkpoints` spares it), so its weights stay on disk however many newer
 checkpoints come and go; step 0 means the weights the run started from (the config's model).
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from muarl.rollout.store import atomic_write_text
 
@@ -30,14 +34,15 @@ RECORD = "selection.json"
 class Selection:
     """The validated candidates of a run, in step order, and the best of them."""
 
-    history: list[dict[str, Any]] = field(default_factory=list)  # {"step", "success", "seconds", "cpu_seconds"}
+    history: list[dict[str, Any]] = field(default_factory=list)  # {"step", "success", "reward", "seconds", "cpu_seconds"}
+    metric: Literal["success", "reward"] = "success"  # what ranks the candidates
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The candidate with the highest success; the earliest of those tied."""
+        """The candidate with the highest ``metric``; the earliest of those tied."""
         best = None
         for row in self.history:
-            if best is None or row["success"] > best["success"]:
+            if best is None or row[self.metric] > best[self.metric]:
                 best = row
         return best
 
@@ -49,11 +54,10 @@ class Selection:
     def has(self, step: int) -> bool:
         return any(row["step"] == step for row in self.history)
 
-    def add(self, step: int, success: float, seconds: float, cpu_seconds: float) -> bool:
+    def add(self, step: int, success: float, reward: float, seconds: float, cpu_seconds: float) -> bool:
         """Record step ``step``'s validation (replacing an earlier record of that step); whether it is now the best."""
-        self.history = sorted([r for r in self.history if r["step"] != step]
-                              + [{"step": step, "success": success, "seconds": seconds, "cpu_seconds": cpu_seconds}],
-                              key=lambda r: r["step"])
+        row = {"step": step, "success": success, "reward": reward, "seconds": seconds, "cpu_seconds": cpu_seconds}
+        self.history = sorted([r for r in self.history if r["step"] != step] + [row], key=lambda r: r["step"])
         return self.best_step == step
 
     def truncate_after(self, step: int) -> None:
@@ -70,11 +74,13 @@ class Selection:
                           json.dumps({"best": best, **asdict(self)}, indent=1) + "\n")
 
     @classmethod
-    def load(cls, run_dir: Path) -> Selection:
+    def load(cls, run_dir: Path, metric: Literal["success", "reward"] = "success") -> Selection:
+        """The record in ``run_dir`` (ranked by the metric it was saved with), or an empty one ranked by ``metric``."""
         path = run_dir / "checkpoints" / RECORD
         if not path.is_file():
-            return cls()
-        return cls(history=json.loads(path.read_text(encoding="utf-8"))["history"])
+            return cls(metric=metric)
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        return cls(history=saved["history"], metric=saved.get("metric", "success"))
 
     def chosen_model(self, run_dir: Path, initial_model: str) -> tuple[int, str]:
         """The selected step and the model to load for it: ``initial_model`` for step 0, else that checkpoint's model."""

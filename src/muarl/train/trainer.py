@@ -132,7 +132,7 @@ class GRPOTrainer:
         held_out = set(epoch_order(tasks, cfg.seed, -1, cfg.stratify_by)[:cfg.val_holdout])
         self.val_tasks: list[Task] = [t for i, t in enumerate(tasks) if i in held_out]
         self.tasks: list[Task] = [t for i, t in enumerate(tasks) if i not in held_out]
-        self.selection = Selection() if cfg.select_checkpoint == "best_val" else None
+        self.selection = Selection(metric=cfg.select_on) if cfg.select_checkpoint == "best_val" else None
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
@@ -161,7 +161,7 @@ class GRPOTrainer:
                                   f"only {', '.join(sorted(self.cfg.RESUMABLE))} may change")
             self._load(ckpt)
         if self.selection is not None:
-            self.selection = Selection.load(self.run_dir)
+            self.selection = Selection.load(self.run_dir, self.cfg.select_on)
             self.selection.truncate_after(self.step)  # steps after the checkpoint are re-run (and re-validated)
         atomic_write_text(saved, self.cfg.dump_yaml())
         write_run_info(self.run_dir, {
@@ -441,7 +441,7 @@ class GRPOTrainer:
         self.validation_cpu_seconds += cpu_seconds
         if self.selection is not None and "success_rate" in stats:
             # a candidate none of whose episodes was scored (every one errored) is no candidate: errors are not 0s
-            self.selection.add(self.step, stats["success_rate"], seconds, cpu_seconds)
+            self.selection.add(self.step, stats["success_rate"], stats["reward_mean"], seconds, cpu_seconds)
         scalars = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
         return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
 
