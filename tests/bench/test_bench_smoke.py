@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from muarl.reward import reward_from_setting
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
 
@@ -105,3 +107,36 @@ def test_validate_checkpoint_scores_a_model_on_a_runs_validation_tasks(tmp_path)
     assert out["model"] == "tiny-random" and out["val_tasks"] == 3 and len(out["by_kind"]) == 3
     assert [c["step"] for c in out["the run's candidates"]] == [0, 1]
     assert out["success"] == out["the run's candidates"][0]["success"]  # the run's own start, scored again: the same verdicts
+
+
+def parity_reward(domain, task, final_hash, trajectory, agent_turns):
+    """A reward the tiny random model earns about half the time (the outcome bit it never earns): an even count of
+    characters said. Groups then carry signal, so a first update moves the weights."""
+    won = sum(len(m.content or "") for m in trajectory if m.role == "assistant") % 2 == 0
+    info = reward_from_setting("outcome")(domain, task, final_hash, trajectory, agent_turns)
+    return info.model_copy(update={"reward": float(won), "success": won})
+
+
+def test_first_step_probe_replays_a_runs_first_update_and_lands_on_its_recorded_validation(tmp_path):
+    """Issue 21: step 1's update replayed from the kept rollouts; the run's own settings must reproduce its step-1
+    validation conversation for conversation, another learning rate must move the weights by another amount, and
+    one too small to change a greedy token must give back the start's."""
+    from muarl.rollout.store import read_episodes
+    from muarl.train.config import GRPOConfig, ModelConfig
+    from muarl.train.trainer import GRPOTrainer
+
+    cfg = GRPOConfig(out=str(tmp_path / "run"), domain="clinic-lite", model=ModelConfig(name="tiny-random", precision="fp32"),
+                     steps=1, tasks_per_step=2, group_size=4, max_turns=2, max_new_tokens=6, max_context=4096, plot=False,
+                     lr=1e-2, val_holdout=4, val_every=1, select_checkpoint="best_val", stratify_by=["difficulty", "changes_mind"])
+    trainer = GRPOTrainer(cfg, reward_fn=parity_reward, progress=False)
+    trainer.start()
+    trainer.train()
+    out = bench("first_step_probe.py", str(tmp_path / "run"), "--variant", "base={}", "--variant", "slow={lr: 1.0e-4}",
+                "--variant", "still={lr: 1.0e-9}")
+    base, slow, still = (out["variants"][k] for k in ("base", "slow", "still"))
+    recorded = {r["step"]: r["val_transcripts"] for r in out["recorded"]}
+    assert sorted(recorded) == [0, 1] and recorded[0] != recorded[1]  # the run's first update changed what it says
+    assert base["val_transcripts"] == recorded[1] and still["val_transcripts"] == recorded[0]
+    assert base["update_size"] > slow["update_size"] > still["update_size"] > 0
+    assert base["trained_episodes"] == slow["trained_episodes"] > 0
+    assert base["trained_episodes"] <= len(read_episodes(tmp_path / "run" / "rollouts" / "step-000001.jsonl")[0])

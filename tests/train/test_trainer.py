@@ -135,7 +135,7 @@ def test_a_uniform_group_is_one_with_zero_reward_variance_and_success_is_the_rew
     shaped = [scored_episode(0.98, True, 0), scored_episode(0.96, True, 1)]  # all solved, rewards differ: signal
     solved = [scored_episode(1.0, True, 0), scored_episode(1.0, True, 1)]
     failed = [scored_episode(0.0, False, 0), scored_episode(0.0, False, 1)]
-    samples, stats = trainer._samples([shaped, solved, failed])
+    samples, stats = trainer.training_samples([shaped, solved, failed])
     assert [e for e, _ in samples] == shaped and samples[0][1] > 0 > samples[1][1]
     assert stats["all_correct_ratio"] == pytest.approx(2 / 3) and stats["all_wrong_ratio"] == pytest.approx(1 / 3)
     assert stats["uniform_ratio"] == pytest.approx(2 / 3) and stats["groups_dropped"] == 2
@@ -149,11 +149,11 @@ def test_quarantine_rescores_a_group_without_the_episodes_the_user_spoiled(tmp_p
     group = [scored_episode(1.0, True, 0), scored_episode(0.0, False, 1), blamed_on_user(scored_episode(0.0, False, 2)),
              scored_episode(1.0, True, 3)]
     off = GRPOTrainer(config(tmp_path / "off"), progress=False)
-    samples, stats = off._samples([group])
+    samples, stats = off.training_samples([group])
     assert len(samples) == 4 and "quarantined" not in stats  # off by default: the spoiled failure is a label like any other
     assert [round(a, 4) for _, a in samples] == [0.866, -0.866, -0.866, 0.866]
     on = GRPOTrainer(config(tmp_path / "on", quarantine_user_faults=True), progress=False)
-    samples, stats = on._samples([group])
+    samples, stats = on.training_samples([group])
     # rescored from [1, 0, 1]: mean 2/3, sample std 0.57735
     assert [e.trial for e, _ in samples] == [0, 1, 3]
     assert [a for _, a in samples] == pytest.approx([0.57735, -1.154701, 0.57735], abs=1e-5)
@@ -168,7 +168,7 @@ def test_quarantine_drops_a_group_left_under_its_minimum_and_counts_it(tmp_path)
                blamed_on_user(scored_episode(0.0, False, 2)), scored_episode(0.0, False, 3)]
     clean = [scored_episode(1.0, True, 0), scored_episode(0.0, False, 1), scored_episode(0.0, False, 2), scored_episode(1.0, True, 3)]
     trainer = GRPOTrainer(config(tmp_path / "r", quarantine_user_faults=True, quarantine_min_group=3), progress=False)
-    samples, stats = trainer._samples([spoiled, clean])
+    samples, stats = trainer.training_samples([spoiled, clean])
     assert {id(e) for e, _ in samples} == {id(e) for e in clean}
     assert (stats["quarantined"], stats["quarantine_dropped_groups"], stats["groups_dropped"], stats["groups"]) == (2, 1, 1, 1)
     with pytest.raises(ValueError, match=r"quarantine_min_group \(5\) cannot exceed group_size \(4\)"):
@@ -231,7 +231,7 @@ def test_episodes_that_outgrow_the_context_stay_in_their_group_as_failures(tmp_p
     group = trainer.rollout(trainer.next_tasks())[0]
     assert {e.termination for e in group} == {"context_full"}
     assert all(e.reward is not None and not e.reward.success and e.tokens is not None for e in group)
-    samples, stats = trainer._samples([group])
+    samples, stats = trainer.training_samples([group])
     assert len(samples) == 4 and stats["all_wrong_ratio"] == 1.0  # scored and kept, not dropped as errored
 
 
@@ -249,7 +249,7 @@ def test_dynamic_sampling_rolls_out_fresh_tasks_until_enough_groups_carry_signal
     groups, rounds = trainer.collect_groups()
     assert rounds == 2 and [has_signal(g) for g in groups] == [False, True]
     assert {p.name for p in (tmp_path / "r" / "rollouts").iterdir()} == {"step-000001.jsonl", "step-000001.round-2.jsonl"}
-    samples, stats = trainer._samples(groups)
+    samples, stats = trainer.training_samples(groups)
     assert {id(e) for e, _ in samples} == {id(e) for e in groups[1]} and stats["groups_dropped"] == 1
 
     def never(domain, task, final_hash, messages, agent_turns=0):

@@ -255,7 +255,7 @@ class GRPOTrainer:
         kept = [e for e in scored if not is_user_fault(e)]
         return kept if len(kept) >= self.cfg.quarantine_min_group else None
 
-    def _samples(self, groups: list[list[Episode]]) -> tuple[list[tuple[Episode, float]], dict[str, float]]:
+    def training_samples(self, groups: list[list[Episode]]) -> tuple[list[tuple[Episode, float]], dict[str, float]]:
         """(episode, advantage) for every episode that trains, and the group statistics.
 
         All-correct / all-wrong ratios read the reward function's verdict (``success``); a group gives no
@@ -407,7 +407,7 @@ class GRPOTrainer:
         if all(e.errored for e in episodes):
             raise TrainingError(f"step {self.step + 1}: all {len(episodes)} episodes errored, nothing to train on "
                                 f"(first error: {episodes[0].error}); check the user and tool servers, then resume")
-        samples, group_stats = self._samples(groups)
+        samples, group_stats = self.training_samples(groups)
         t1 = time.perf_counter()
         losses = self.update(samples) if samples else {}
         update_seconds = time.perf_counter() - t1
