@@ -140,3 +140,24 @@ def test_first_step_probe_replays_a_runs_first_update_and_lands_on_its_recorded_
     assert base["update_size"] > slow["update_size"] > still["update_size"] > 0
     assert base["trained_episodes"] == slow["trained_episodes"] > 0
     assert base["trained_episodes"] <= len(read_episodes(tmp_path / "run" / "rollouts" / "step-000001.jsonl")[0])
+
+
+def test_score_on_test_evaluates_a_model_as_the_demo_did(tmp_path):
+    """A model scored on a demo run's test tasks: the run's own cold start, scored again by the bench, must give back
+    the run's evaluation task for task (nothing gained, nothing lost)."""
+    from muarl.demo import stages
+    from muarl.demo.config import form_config
+    from muarl.demo.run import CONFIG_FILE
+
+    cfg = form_config("full", out=str(tmp_path / "run"), model="tiny-random", precision="fp32", pilot=True, eval_tasks=4, base_eval_tasks=2,
+                      eval_concurrency=4, max_turns=4, max_new_tokens=8)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / CONFIG_FILE).write_text(cfg.model_dump_json())
+    (tmp_path / "run" / "eval_sft").mkdir()
+    before = stages.evaluate_model("tiny-random", stages.eval_tasks(cfg), cfg, tmp_path / "run" / "eval_sft", False, False, "eval")
+    out = bench("score_on_test.py", str(tmp_path / "run"), "tiny-random", "--out", str(tmp_path / "again"), "--quiet")
+    assert out["tasks"] == 4 and out["success"] == before["success"] and sum(int(v.split("/")[1]) for v in out["by_kind"].values()) == 4
+    again = out["against"]["cold start"]
+    assert list(out["against"]) == ["cold start"] and again["n_tasks"] == 4 and again["delta"] == 0.0
+    assert again["only_a"] == again["only_b"] == 0 and again["by_kind"] == out["by_kind"]
+    assert (tmp_path / "again" / "episodes.jsonl").is_file()
