@@ -39,9 +39,14 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 # cold start included as candidate 0 (muarl.train.selection): issue 21's seed-1 run got worse on fresh train
 # tasks after its first update and ended below the cold start on level 2. Validation is outside the 30-minute
 # box and the control's CPU match (~3 minutes a candidate; recorded as validation_minutes).
+#
+# The learning rate warms up over 2 steps (1e-5, then 2e-5): AdamW's first step moves every weight by the full
+# learning rate whatever the gradient's signal (its second moment has seen one gradient), and that step at 2e-5
+# cost the validation's level-2 tasks in runs 3, 5 and 6 (run 6: 15 of 16 -> 8 of 16). Replayed on run 6's own
+# first-step episodes at 1e-5 (bench/first_step_probe.py), the same update kept them (14 of 16).
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
-    "control": True, "grpo": {"val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val"},
+    "control": True, "grpo": {"val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val", "warmup_steps": 2},
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
 # at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
