@@ -42,7 +42,7 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 #
 # The learning rate warms up over 2 steps (1e-5, then 2e-5): AdamW's first step moves every weight by the full
 # learning rate whatever the gradient's signal (its second moment has seen one gradient), and that step at 2e-5
-# cost the validation's level-2 tasks in runs 3, 5 and 6 (run 6: 15 of 16 -> 8 of 16). Replayed on run 6's own
+# cost level-2 tasks in issue 21's runs 5 and 6 (validation; run 6: 15 of 16 -> 8 of 16). Replayed on run 6's own
 # first-step episodes at 1e-5 (bench/first_step_probe.py), the same update kept them (14 of 16).
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
