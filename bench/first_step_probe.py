@@ -23,12 +23,13 @@ import hashlib
 import json
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import yaml
 
-from muarl.demo.stages import task_group
+from muarl.demo.stages import solved_by_group, task_group
+from muarl.evals.paired import success_rates
 from muarl.rollout.store import latest_per_key, read_episodes
 from muarl.train.config import GRPOConfig
 from muarl.train.selection import Selection
@@ -54,12 +55,6 @@ def transcripts(episodes: list) -> str:
     return h.hexdigest()[:16]
 
 
-def by_kind(kinds: dict[str, str], episodes: list) -> dict[str, str]:
-    """Solved over validated, per kind of task (``kinds``: validation task id -> kind)."""
-    solved, sizes = Counter(kinds[e.task_id] for e in episodes if e.succeeded), Counter(kinds.values())
-    return {kind: f"{solved[kind]}/{sizes[kind]}" for kind in sorted(sizes)}
-
-
 def probe(cfg: GRPOConfig, groups: list[list], changes: dict) -> tuple[dict, dict[str, str]]:
     """One variant: the cold start, one update on step 1's groups under ``changes``, then validation; its record
     and the kind of each validation task."""
@@ -77,7 +72,7 @@ def probe(cfg: GRPOConfig, groups: list[list], changes: dict) -> tuple[dict, dic
         scored = [e for e in episodes if e.reward is not None]
         row = {"changes": changes, "trained_episodes": len(samples), "groups": stats["groups"],
                **{k: losses[k] for k in ("kl", "update_size", "grad_norm", "trained_tokens")},
-               "val_success": sum(e.succeeded for e in scored) / len(scored), "val_by_kind": by_kind(kinds, scored),
+               "val_success": sum(e.succeeded for e in scored) / len(scored), "val_by_kind": solved_by_group(success_rates(scored), kinds),
                "val_transcripts": transcripts(episodes)}
     del trainer
     gc.collect()  # one model, its reference and its optimizer at a time
@@ -92,7 +87,7 @@ def recorded(run: Path, kinds: dict[str, str]) -> list[dict]:
             continue
         path = run / "validation" / f"step-{r['step']:06d}.jsonl"
         episodes = latest_per_key(read_episodes(path)[0]) if path.is_file() else None
-        rows.append({"step": r["step"], "val_success": r["success"], "val_by_kind": episodes and by_kind(kinds, episodes),
+        rows.append({"step": r["step"], "val_success": r["success"], "val_by_kind": episodes and solved_by_group(success_rates(episodes), kinds),
                      "val_transcripts": episodes and transcripts(episodes)})
     return rows
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 from pathlib import Path
 
 from muarl.demo import stages as st
@@ -40,20 +39,14 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     scored = st.evaluate_model(args.model, tasks, cfg, args.out, resume=True, progress=not args.quiet, desc="eval")
     kinds = {t.id: st.task_group(t) for t in tasks}
-    sizes = Counter(kinds.values())
-
-    def by_kind(rates: dict[str, float]) -> dict[str, str]:
-        solved = Counter(kinds[t] for t, r in rates.items() if r == 1.0)
-        return {kind: f"{solved[kind]}/{sizes[kind]}" for kind in sorted(sizes)}
-
     ours = scored["per_task"]
     out = {"model": args.model, "tasks": len(ours), "success": scored["success"], "ci95": scored["ci95"],
-           "by_kind": by_kind(ours), "against": {}}
+           "by_kind": st.solved_by_group(ours, kinds), "against": {}}
     for name, stage in RUN_MODELS.items():
         path = args.run / stage / st.EPISODES_FILE
         if path.is_file():
             theirs = success_rates(latest_per_key(read_episodes(path, outcomes_only=True)[0]))
-            out["against"][name] = {"by_kind": by_kind(theirs), **compare(ours, theirs).to_json()}
+            out["against"][name] = {"by_kind": st.solved_by_group(theirs, kinds), **compare(ours, theirs).to_json()}
     print(json.dumps(out, indent=1))
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from collections import Counter
 from pathlib import Path
 
-from muarl.demo.stages import task_group
+from muarl.demo.stages import solved_by_group, task_group
+from muarl.evals.paired import success_rates
 from muarl.train.config import GRPOConfig
 from muarl.train.selection import Selection
 from muarl.train.trainer import GRPOTrainer
@@ -37,10 +37,9 @@ def main() -> None:
         finally:
             trainer.close()
     kinds = {t.id: task_group(t) for t in trainer.val_tasks}
-    solved, sizes = Counter(kinds[e.task_id] for e in episodes if e.succeeded), Counter(kinds.values())
     print(json.dumps({
-        "model": args.model, "val_tasks": len(episodes), "success": sum(solved.values()) / len(episodes),
-        "by_kind": {kind: f"{solved[kind]}/{sizes[kind]}" for kind in sorted(sizes)},
+        "model": args.model, "val_tasks": len(episodes), "success": sum(e.succeeded for e in episodes) / len(episodes),
+        "by_kind": solved_by_group(success_rates(episodes), kinds),
         "the run's candidates": [{"step": r["step"], "success": r["success"]} for r in Selection.load(args.run).history],
     }, indent=1))
 

@@ -8,6 +8,8 @@ local:MODEL --temperature 0``), the cold start and the control through ``run_sft
 
 from __future__ import annotations
 
+from collections import Counter
+
 import asyncio
 import functools
 import json
@@ -67,6 +69,13 @@ def task_group(task: Task) -> str:
     """The kind of held-out task, for the per-group table: its level, and whether its user changes their mind."""
     group = f"level {task.difficulty}" if task.difficulty is not None else "all"
     return group + (", changes mind" if task.metadata.get("changes_mind") else "")
+
+
+def solved_by_group(rates: dict[str, float], groups: dict[str, str]) -> dict[str, str]:
+    """"solved/tasks" per kind (``groups``: task id -> :func:`task_group`), from per-task success rates of one
+    greedy episode each (``muarl.evals.paired.success_rates``): the by-kind breakdown the bench scripts print."""
+    solved, sizes = Counter(groups[t] for t, rate in rates.items() if rate == 1.0), Counter(groups.values())
+    return {group: f"{solved[group]}/{sizes[group]}" for group in sorted(sizes)}
 
 
 def eval_world(cfg: DemoConfig, tasks: list[Task]) -> World:
