@@ -156,6 +156,14 @@ def test_tiny_sft_run_lowers_the_loss_and_saves_a_loadable_model(tmp_path, finet
     assert model.config.vocab_size == len(tok)
 
 
+def test_each_steps_logged_learning_rate_is_the_one_it_used_under_warmup(tmp_path):
+    data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION] * 3)
+    cfg = SFTConfig(data=str(data), out=str(tmp_path / "run"), epochs=3, lr=1e-3, warmup_steps=2, pack_length=4096,
+                    model=ModelConfig(name="tiny-random", precision="fp32"))
+    run_sft(cfg, progress=False)
+    assert [r["lr"] for r in read_metrics(tmp_path / "run")] == pytest.approx([5e-4, 1e-3, 1e-3])
+
+
 def test_a_cpu_time_limit_stops_on_the_process_clock_not_the_wall_clock(tmp_path, monkeypatch):
     """The compute-matched control's budget: the process's CPU time. With the real clock a tiny budget stops SFT
     after its first step; with the process clock frozen (as if the process got no CPU while the wall clock ran)

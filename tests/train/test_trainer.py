@@ -89,6 +89,18 @@ def test_two_steps_equal_one_step_save_resume_one_step(tmp_path, finetune):
     assert any(0 < r["reward_mean"] < 1 and r["grad_norm"] > 0 for r in rows_a)  # some group had signal
 
 
+def test_a_steps_logged_learning_rate_is_the_one_its_updates_used(tmp_path):
+    """Under warmup the scheduler moves on after each optimizer step, so the rate it reports afterwards is the next
+    step's: the metric must be the rate applied (with 2 mini-batches, the mean of the two optimizer steps')."""
+    trainer = GRPOTrainer(config(tmp_path / "run", steps=2, warmup_steps=4, mini_batches=2), reward_fn=parity_reward,
+                          progress=False)
+    trainer.start()
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    applied = [(1 / 4 + 2 / 4) / 2 * 1e-3, (3 / 4 + 4 / 4) / 2 * 1e-3]
+    assert [r["lr"] for r in rows] == pytest.approx(applied)
+
+
 def test_run_directory_guards(tmp_path):
     first = GRPOTrainer(config(tmp_path / "r", steps=1), progress=False)
     first.start()

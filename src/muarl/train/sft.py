@@ -233,13 +233,14 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
             optimizer.zero_grad(set_to_none=True)
             loss, supervised = backward_nll(model, picked, tokenizer.pad_token_id, bf16=cfg.model.bf16, prefix_ids=prefix_ids)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+            lr = scheduler.get_last_lr()[0]  # this step's rate: after scheduler.step() it reports the next one's
             optimizer.step()
             scheduler.step()
             seconds = time.perf_counter() - t0
             # tokens of the conversations as trained on (a shared prefix counted once per row): the rate an
             # unshared run would need to match
             covered = sum(len(ids) for ids, _ in picked) + cut * len(picked)
-            metrics.write(step, {"loss": loss, "grad_norm": grad_norm, "lr": scheduler.get_last_lr()[0],
+            metrics.write(step, {"loss": loss, "grad_norm": grad_norm, "lr": lr,
                                  "supervised_tokens": float(supervised), "rows": float(len(picked)),
                                  "shared_prefix_tokens": float(cut), "tokens_per_s": covered / max(seconds, 1e-9),
                                  "seconds": seconds, "cpu_seconds": time.process_time() - cpu0})

@@ -308,7 +308,7 @@ class GRPOTrainer:
         old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
         before = [p.detach().clone() for p in self.params]
         sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
-        tokens_seen, grad_norms = 0, []
+        tokens_seen, grad_norms, rates = 0, [], []
         for chunk in chunks:
             self.optimizer.zero_grad(set_to_none=True)
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
@@ -351,10 +351,12 @@ class GRPOTrainer:
             if prefix is not None:
                 backward_prefix(prefix)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
+            rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
             self.optimizer.step()
             self.scheduler.step()
         out = {k: v / max(1, tokens_seen) for k, v in sums.items()}
         out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
+        out["lr"] = sum(rates) / max(1, len(rates))
         out["update_size"] = update_size(before, self.params)
         out["trained_tokens"] = float(tokens_seen)
         return out
@@ -416,7 +418,7 @@ class GRPOTrainer:
         trained = sum(len(e.tokens.input_ids) for e, _ in samples)
         metrics = {
             **episode_metrics(episodes), **group_stats, **losses,
-            "lr": self.scheduler.get_last_lr()[0], "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "lr": losses.get("lr", self.scheduler.get_last_lr()[0]), "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
             "cpu_seconds": time.process_time() - cpu0,  # the process's CPU time (all threads) of rollouts and update
             "rollout_tokens_per_s": generated / max(rollout_seconds, 1e-9),
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
