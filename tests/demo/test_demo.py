@@ -14,6 +14,7 @@ from muarl.config import ConfigError
 from muarl.demo import run as demo_run
 from muarl.demo import stages
 from muarl.demo.config import DemoConfig, form_config
+from muarl.demo.report import results_markdown
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 
@@ -71,6 +72,9 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     for stage in ("sft", "grpo", "control"):
         assert train[stage]["minutes"] > 0 and train[stage]["cpu_minutes"] > 0, stage
     assert "CPU min (matched to GRPO's" in (tmp_path / "demo" / "results.md").read_text()
+    # a control reused from another GRPO run of the same cold start says so, with both budgets
+    reused = {**saved, "training": {**train, "control": {**train["control"], "cpu_time_limit_minutes": 1.25 * train["grpo"]["cpu_minutes"]}}}
+    assert "NOT matched: its budget was" in results_markdown(reused) and "matched to GRPO's" not in results_markdown(reused)
     assert train["control"]["steps"] >= 1
     assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
     for figure in ("success.png", "grpo/training_dynamics.png"):

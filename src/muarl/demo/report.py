@@ -146,8 +146,12 @@ def results_markdown(results: dict[str, Any]) -> str:
                      f"{g['validation_minutes']:.1f} min of validation, outside GRPO's box)")
     if "control" in train:
         c = train["control"]
+        budget = c.get("cpu_time_limit_minutes", g["cpu_minutes"])
+        # a control kept from another run of the same cold start (a stage reused on resume) had that run's budget
+        matched = (f"matched to GRPO's {g['cpu_minutes']:.1f} CPU min" if abs(budget - g["cpu_minutes"]) <= 0.01 * g["cpu_minutes"]
+                   else f"NOT matched: its budget was {budget:.1f} CPU min, this GRPO's {g['cpu_minutes']:.1f}")
         lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min, "
-                     f"{c['cpu_minutes']:.1f} CPU min (matched to GRPO's {g['cpu_minutes']:.1f} CPU min; GRPO took {g['minutes']:.1f} min), "
+                     f"{c['cpu_minutes']:.1f} CPU min ({matched}; GRPO took {g['minutes']:.1f} min), "
                      f"loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
     m = results["machine"]
     flags = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "avx2") if f in m["cpu_flags"])
