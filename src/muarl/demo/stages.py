@@ -8,14 +8,13 @@ local:MODEL --temperature 0``), the cold start and the control through ``run_sft
 
 from __future__ import annotations
 
-from collections import Counter
-
 import asyncio
 import functools
 import json
 import random
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
