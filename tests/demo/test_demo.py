@@ -17,6 +17,7 @@ from muarl.demo.config import DemoConfig, form_config
 from muarl.demo.report import results_markdown
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
+from muarl.train.trainer import task_kind
 
 PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
          "eval_concurrency": 4, "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0,
@@ -122,6 +123,8 @@ def test_forms_and_their_guards(tmp_path):
     assert full.eval_tasks >= 150 and full.control and full.grpo_fields["group_size"] == 8
     assert full.grpo_fields["temperature"] == 1.0 and full.grpo_fields["dynamic_sampling"]
     assert full.grpo_fields["stratify_by"] == ["difficulty", "changes_mind"]  # every step covers every kind of task
+    kinds = {task_kind(t, full.grpo_fields["stratify_by"]) for t in stages._pool(full, "train")}
+    assert len(kinds) == 4 and full.grpo_fields["tasks_per_step"] == 6  # a step holds each kind, 2 of two of them
     assert form_config("quick", out="q", grpo={"lr": 1e-5}).grpo == {"tasks_per_step": 2, "max_sampling_rounds": 1, "lr": 1e-5}
     with pytest.raises(ValueError, match="split"):
         form_config("full", out="f", grpo={"split": "test"})

@@ -44,9 +44,15 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 # learning rate whatever the gradient's signal (its second moment has seen one gradient), and that step at 2e-5
 # cost level-2 tasks in issue 21's runs 5 and 6 (validation; run 6: 15 of 16 -> 8 of 16). Replayed on run 6's own
 # first-step episodes at 1e-5 (bench/first_step_probe.py), the same update kept them (14 of 16).
+#
+# A step is 6 tasks (48 episodes before refills), not 8: at 8 a step took 9-11 minutes, so the 30-minute box held 3
+# updates on a normal hour and 2 when the host ran 20-28% slower (issue 21's run 9 replayed run 4's first step
+# byte for byte, 878 CPU s against 731, stopped after 2 steps and left 8 minutes of its box unused). At ~7.5
+# minutes a step the box holds 4 updates, or 3 on a slow hour, and a step that does not fit wastes less.
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
-    "control": True, "grpo": {"val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val", "warmup_steps": 2},
+    "control": True,
+    "grpo": {"tasks_per_step": 6, "val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val", "warmup_steps": 2},
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
 # at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
