@@ -11,7 +11,9 @@ import pytest
 from muarl.config import ConfigError
 from muarl.demo import stages
 from muarl.demo.config import PILOT, form_config
-from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, parse_arm, run_reward_ab
+from muarl.demo.reward_ab import (Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab,
+                                  turns_after_completion_per_task)
+from muarl.evals.conduct import check_mean_value
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 from muarl.types import CheckVerdict, Episode
@@ -86,8 +88,35 @@ def test_violations_are_counted_over_the_change_of_mind_tasks_and_the_bar_reads_
     assert confirmation_violations(episodes, {"d"})["rate"] is None
     row = lambda rate, late: {"cbw_change_of_mind": {"rate": rate}, "turns_after_completion": late}  # noqa: E731
     record = {"baseline": "outcome", "models": {"outcome": row(1.0, 2.0), "process": row(0.5, 1.0)},
-              "deltas": {"process": {"delta": -0.02, "ci95": [-0.06, 0.02]}}}
+              "deltas": {"process": {"delta": -0.02, "ci95": [-0.06, 0.02]}},
+              "late_deltas": {"process": {"delta": -1.0, "ci95": [-1.4, -0.6], "n_tasks": 40}}}
     assert criteria(record, "process") == {"ci_low_above_-5": False, "violations_halved": True, "fewer_turns_after_completion": True}
     record["models"]["process"] = row(0.6, 2.0)
     record["deltas"]["process"]["ci95"] = [-0.04, 0.02]
+    record["late_deltas"]["process"] = {"delta": 0.0, "ci95": [-0.2, 0.2], "n_tasks": 40}
     assert criteria(record, "process") == {"ci_low_above_-5": True, "violations_halved": False, "fewer_turns_after_completion": False}
+
+
+def late(task_id, value):
+    return Episode(task_id=task_id, domain="clinic-lite", split="test", termination="user_stop",
+                   checks=[CheckVerdict(check="turns_after_completion", status="pass" if value == 0 else "fail", value=value)])
+
+
+def test_fewer_turns_after_completion_needs_a_paired_fall_not_a_lower_mean():
+    """Seed 2's process25 had 0.750 turns after completion against outcome's 0.755; a lower mean is not a fall.
+    The verdict pairs the tasks both models solved and asks the bootstrap interval of the difference to sit below 0."""
+    base = [late(f"t{i}", 1.0 if i % 4 == 0 else 0.0) for i in range(40)] + [late("only-base", 3.0)]
+    noisy = [late(f"t{i}", 1.0 if i % 4 == 1 else 0.0) for i in range(39)] + [late("t39", 0.0)]
+    quiet = [late(f"t{i}", 0.0) for i in range(40)]
+    assert turns_after_completion_per_task(base)["only-base"] == 3.0 and "t0" in turns_after_completion_per_task(quiet)
+    rows = {name: {"cbw_change_of_mind": {"rate": None}, "turns_after_completion": check_mean_value(eps, "turns_after_completion"),
+                   "late_per_task": turns_after_completion_per_task(eps)} for name, eps in
+            {"outcome": base, "noisy": noisy, "quiet": quiet}.items()}
+    record = {"baseline": "outcome", "models": rows, "deltas": {k: {"delta": 0.0, "ci95": None} for k in ("noisy", "quiet")},
+              "late_deltas": {k: late_delta(rows[k], rows["outcome"], seed=0) for k in ("noisy", "quiet")}}
+    assert rows["noisy"]["turns_after_completion"] < rows["outcome"]["turns_after_completion"]  # a lower mean ...
+    assert record["late_deltas"]["noisy"]["n_tasks"] == 40 and record["late_deltas"]["noisy"]["delta"] == pytest.approx(0.0)
+    assert criteria(record, "noisy")["fewer_turns_after_completion"] is False  # ... over the same tasks, no fall
+    assert record["late_deltas"]["quiet"]["ci95"][1] < 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is True
+    record["late_deltas"]["quiet"] = late_delta(rows["quiet"], {"late_per_task": {}}, seed=0)
+    assert record["late_deltas"]["quiet"]["n_tasks"] == 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is None

@@ -12,12 +12,13 @@ What each seed reports (``OUT/seed-N/ab.json``), against the first arm (the base
 - success with its bootstrap CI; each arm minus the baseline paired over tasks (exact McNemar, bootstrap CI);
 - the confirmed-before-write violation rate on the held-out tasks whose patient changes their mind (writes
   judged, violations, Wilson CI), per model: what an outcome-only reward never teaches;
-- the mean turns after completion over solved episodes;
+- the mean turns after completion over solved episodes, and each arm minus the baseline paired over the tasks
+  both solved (bootstrap CI);
 - ``OUT/seed-N/violations_per_step.png``: each arm's check violation rates per GRPO step.
 
 Then ``OUT/reward_ab.md`` and ``OUT/reward_ab.json`` over seeds, with issue 25's bar for each arm against the
 baseline: the CI's lower bound above -5 points, violations on change-of-mind tasks down by at least half, and
-fewer turns after completion.
+fewer turns after completion (the paired interval's upper bound below 0).
 """
 
 from __future__ import annotations
@@ -101,11 +102,29 @@ def confirmation_violations(episodes: list[Episode], task_ids: set[str]) -> dict
     return {"judged": n, "violated": failed, "rate": failed / n if n else None, "ci95": [lo, hi] if n else None}
 
 
+def turns_after_completion_per_task(episodes: list[Episode]) -> dict[str, float]:
+    """Each task's mean turns after completion over its episodes the check measured (the solved ones)."""
+    values: dict[str, list[float]] = {}
+    for e in episodes:
+        for v in e.checks or []:
+            if v.check == "turns_after_completion" and v.status in ("pass", "fail") and v.value is not None:
+                values.setdefault(e.task_id, []).append(v.value)
+    return {task: sum(vs) / len(vs) for task, vs in values.items()}
+
+
+def late_delta(arm: dict[str, Any], base: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The arm's turns after completion minus the baseline's, paired over the tasks both solved, with a bootstrap
+    95% interval. The two means alone are over different solved tasks, and 0.750 against 0.755 is no fall."""
+    d = paired_delta(arm["late_per_task"], base["late_per_task"], seed=seed)
+    return {"delta": d["delta"], "ci95": d["ci95"], "n_tasks": d["n_tasks"]}
+
+
 def model_row(summary: dict[str, Any], episodes: list[Episode], changes_mind: set[str]) -> dict[str, Any]:
     return {"success": summary["success"], "ci95": summary["ci95"], "n_tasks": summary["n_tasks"], "n_errored": summary["n_errored"],
             "per_task": summary["per_task"], "cbw_change_of_mind": confirmation_violations(episodes, changes_mind),
             "cbw_all": confirmation_violations(episodes, {e.task_id for e in episodes}),
-            "turns_after_completion": check_mean_value(episodes, "turns_after_completion")}
+            "turns_after_completion": check_mean_value(episodes, "turns_after_completion"),
+            "late_per_task": turns_after_completion_per_task(episodes)}
 
 
 def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> dict[str, Any]:
@@ -134,10 +153,11 @@ def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> 
         training[arm.label]["user_faults"] = user_fault_counts(out / f"grpo-{arm.label}", steps[arm.label])
     baseline = arms[0].label
     deltas = {a.label: paired_delta(models[a.label]["per_task"], models[baseline]["per_task"], seed=cfg.seed) for a in arms[1:]}
+    late_deltas = {a.label: late_delta(models[a.label], models[baseline], seed=cfg.seed) for a in arms[1:]}
     figure = plot_violations(steps, out / "violations_per_step.png")
     record = {"seed": cfg.seed, "out": str(out), "pilot": cfg.pilot, "baseline": baseline,
               "arms": [{"label": a.label, "reward": describe_reward(a.reward), "grpo": a.grpo} for a in arms],
-              "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas,
+              "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas, "late_deltas": late_deltas,
               "training": training, "violations_per_step": {a: per_step_violations(rows) for a, rows in steps.items()},
               "figure": str(figure)}
     atomic_write_text(out / "ab.json", json.dumps(record, indent=1) + "\n")
@@ -195,12 +215,18 @@ def criteria(record: dict[str, Any], label: str) -> dict[str, bool | None]:
     """Issue 25's bar for one arm against the seed's baseline (None: not measurable, e.g. no write judged)."""
     d, arm, base = record["deltas"][label], record["models"][label], record["models"][record["baseline"]]
     rates = arm["cbw_change_of_mind"]["rate"], base["cbw_change_of_mind"]["rate"]
-    late = arm["turns_after_completion"], base["turns_after_completion"]
+    late = record["late_deltas"][label]
     return {
         "ci_low_above_-5": None if not d.get("ci95") else d["ci95"][0] > MIN_CI_LOW,
         "violations_halved": None if None in rates else (rates[0] <= MIN_FALL * rates[1] if rates[1] > 0 else rates[0] == 0),
-        "fewer_turns_after_completion": None if None in late else late[0] < late[1],
+        "fewer_turns_after_completion": None if not late["ci95"] else late["ci95"][1] < 0,
     }
+
+
+def late_cell(late: dict[str, Any]) -> str:
+    if not late["ci95"]:
+        return f"n/a ({late['n_tasks']} tasks)"
+    return f"{late['delta']:+.3f} [{late['ci95'][0]:+.3f}, {late['ci95'][1]:+.3f}] on {late['n_tasks']} tasks"
 
 
 def ab_markdown(records: list[dict[str, Any]]) -> str:
@@ -236,6 +262,8 @@ def ab_markdown(records: list[dict[str, Any]]) -> str:
         lines += [f"- {arm} vs {base} over {len(records)} seed(s): {mean}",
                   *(f"  - {name}: " + ", ".join(f"seed {r['seed']} {verdict[m[name]]}" for r, m in zip(records, met))
                     for name in ("ci_low_above_-5", "violations_halved", "fewer_turns_after_completion"))]
+        lines.append("  - turns after completion minus the baseline's, over the tasks both solved: " + ", ".join(
+            f"seed {r['seed']} {late_cell(r['late_deltas'][arm])}" for r in records))
     for r in records:
         for label, t in r["training"].items():
             u = t["user_faults"]
