@@ -47,8 +47,8 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 #
 # A step is 6 tasks (48 episodes before refills), not 8: at 8 a step took 9-11 minutes, so the 30-minute box held 3
 # updates on a normal hour and 2 when the host ran 20-28% slower (issue 21's run 9 replayed run 4's first step
-# byte for byte, 878 CPU s against 731, stopped after 2 steps and left 8 minutes of its box unused). At ~7.5
-# minutes a step the box holds 4 updates, or 3 on a slow hour, and a step that does not fit wastes less.
+# byte for byte, 878 CPU s against 731, stopped after 2 steps and left 8 minutes of its box unused). At 6-9
+# minutes a step the box holds 4 updates (run 10), or 3 on a slow hour, and a step that does not fit wastes less.
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,

@@ -157,7 +157,8 @@ def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> 
     figure = plot_violations(steps, out / "violations_per_step.png")
     record = {"seed": cfg.seed, "out": str(out), "pilot": cfg.pilot, "baseline": baseline,
               "arms": [{"label": a.label, "reward": describe_reward(a.reward), "grpo": a.grpo} for a in arms],
-              "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas, "late_deltas": late_deltas,
+              "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas,
+              "late_deltas": late_deltas,
               "training": training, "violations_per_step": {a: per_step_violations(rows) for a, rows in steps.items()},
               "figure": str(figure)}
     atomic_write_text(out / "ab.json", json.dumps(record, indent=1) + "\n")
