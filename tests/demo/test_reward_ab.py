@@ -11,9 +11,8 @@ import pytest
 from muarl.config import ConfigError
 from muarl.demo import stages
 from muarl.demo.config import PILOT, form_config
-from muarl.demo.reward_ab import (Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab,
-                                  turns_after_completion_per_task)
-from muarl.evals.conduct import check_mean_value
+from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab
+from muarl.evals.conduct import check_mean_value, check_values_per_task
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 from muarl.types import CheckVerdict, Episode
@@ -108,9 +107,10 @@ def test_fewer_turns_after_completion_needs_a_paired_fall_not_a_lower_mean():
     base = [late(f"t{i}", 1.0 if i % 4 == 0 else 0.0) for i in range(40)] + [late("only-base", 3.0)]
     noisy = [late(f"t{i}", 1.0 if i % 4 == 1 else 0.0) for i in range(39)] + [late("t39", 0.0)]
     quiet = [late(f"t{i}", 0.0) for i in range(40)]
-    assert turns_after_completion_per_task(base)["only-base"] == 3.0 and "t0" in turns_after_completion_per_task(quiet)
+    per_task = {name: check_values_per_task(eps, "turns_after_completion") for name, eps in (("base", base), ("quiet", quiet))}
+    assert per_task["base"]["only-base"] == 3.0 and "t0" in per_task["quiet"]
     rows = {name: {"cbw_change_of_mind": {"rate": None}, "turns_after_completion": check_mean_value(eps, "turns_after_completion"),
-                   "late_per_task": turns_after_completion_per_task(eps)} for name, eps in
+                   "late_per_task": check_values_per_task(eps, "turns_after_completion")} for name, eps in
             {"outcome": base, "noisy": noisy, "quiet": quiet}.items()}
     record = {"baseline": "outcome", "models": rows, "deltas": {k: {"delta": 0.0, "ci95": None} for k in ("noisy", "quiet")},
               "late_deltas": {k: late_delta(rows[k], rows["outcome"], seed=0) for k in ("noisy", "quiet")}}

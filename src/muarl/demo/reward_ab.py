@@ -35,7 +35,7 @@ from muarl.demo.config import RESERVED_GRPO, DemoConfig
 from muarl.demo.report import paired_delta
 from muarl.demo.run import check_out_dir, run_stage
 from muarl.demo.spread import delta_cell, pct
-from muarl.evals.conduct import check_mean_value, is_user_fault, wilson
+from muarl.evals.conduct import check_mean_value, check_values_per_task, is_user_fault, wilson
 from muarl.reward import RewardSpec, describe_reward, parse_reward_flag, reward_from_setting
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.types import Episode
@@ -102,16 +102,6 @@ def confirmation_violations(episodes: list[Episode], task_ids: set[str]) -> dict
     return {"judged": n, "violated": failed, "rate": failed / n if n else None, "ci95": [lo, hi] if n else None}
 
 
-def turns_after_completion_per_task(episodes: list[Episode]) -> dict[str, float]:
-    """Each task's mean turns after completion over its episodes the check measured (the solved ones)."""
-    values: dict[str, list[float]] = {}
-    for e in episodes:
-        for v in e.checks or []:
-            if v.check == "turns_after_completion" and v.status in ("pass", "fail") and v.value is not None:
-                values.setdefault(e.task_id, []).append(v.value)
-    return {task: sum(vs) / len(vs) for task, vs in values.items()}
-
-
 def late_delta(arm: dict[str, Any], base: dict[str, Any], seed: int) -> dict[str, Any]:
     """The arm's turns after completion minus the baseline's, paired over the tasks both solved, with a bootstrap
     95% interval. The two means alone are over different solved tasks, and 0.750 against 0.755 is no fall."""
@@ -124,7 +114,7 @@ def model_row(summary: dict[str, Any], episodes: list[Episode], changes_mind: se
             "per_task": summary["per_task"], "cbw_change_of_mind": confirmation_violations(episodes, changes_mind),
             "cbw_all": confirmation_violations(episodes, {e.task_id for e in episodes}),
             "turns_after_completion": check_mean_value(episodes, "turns_after_completion"),
-            "late_per_task": turns_after_completion_per_task(episodes)}
+            "late_per_task": check_values_per_task(episodes, "turns_after_completion")}
 
 
 def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> dict[str, Any]:

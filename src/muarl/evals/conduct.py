@@ -134,10 +134,24 @@ def check_pass_rate(episodes: Sequence[Episode], name: str) -> float | None:
     return sum(verdicts) / len(verdicts) if verdicts else None
 
 
+def measured_values(episode: Episode, name: str) -> list[float]:
+    """Check ``name``'s measured values on one episode, where it applied and measured one."""
+    return [v.value for v in episode.checks or [] if v.check == name and v.status in ("pass", "fail") and v.value is not None]
+
+
 def check_mean_value(episodes: Sequence[Episode], name: str) -> float | None:
     """The mean of check ``name``'s measured value over the episodes it applies to (None: it applies to none)."""
-    values = [v.value for ep in episodes for v in ep.checks or [] if v.check == name and v.status in ("pass", "fail") and v.value is not None]
+    values = [value for ep in episodes for value in measured_values(ep, name)]
     return sum(values) / len(values) if values else None
+
+
+def check_values_per_task(episodes: Sequence[Episode], name: str) -> dict[str, float]:
+    """Each task's mean of check ``name``'s measured value over its episodes (tasks it measured nothing on left
+    out): the per-task form a paired comparison of two runs needs."""
+    values: dict[str, list[float]] = {}
+    for ep in episodes:
+        values.setdefault(ep.task_id, []).extend(measured_values(ep, name))
+    return {task: sum(vs) / len(vs) for task, vs in values.items() if vs}
 
 
 def conduct_scalars(episodes: Sequence[Episode]) -> dict[str, float]:
