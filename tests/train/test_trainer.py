@@ -352,3 +352,59 @@ def test_a_stratified_order_covers_every_kind_in_each_run_of_that_many_tasks():
     rarest = min(sum((t.difficulty, t.metadata["changes_mind"]) == k for t in tasks) for k in kinds)
     for start in range(0, 4 * rarest, 4):
         assert {(tasks[i].difficulty, tasks[i].metadata["changes_mind"]) for i in order[start:start + 4]} == kinds
+
+
+def test_task_group_parts_deal_whole_groups_in_turn():
+    from muarl.train.trainer import task_group_parts
+
+    samples = [(SimpleNamespace(task_id=t), a) for t, a in
+               [("a", 1.0), ("a", -1.0), ("b", 0.5), ("b", -0.5), ("c", 1.0), ("c", -1.0)]]
+    parts = task_group_parts(samples, 2)
+    assert [[e.task_id for e, _ in p] for p in parts] == [["a", "a", "c", "c"], ["b", "b"]]
+    assert [[e.task_id for e, _ in p] for p in task_group_parts(samples, 5)] == [["a", "a"], ["b", "b"], ["c", "c"]]
+    assert task_group_parts(samples, 1) == [samples]
+
+
+def test_first_step_parts_feed_adams_moments_and_move_once_by_their_mean_over_their_spread(tmp_path):
+    """Issue 21: AdamW's first step moves every weight by the whole learning rate (its second moment has seen one
+    gradient). With first_step_parts: 2 the first update takes each part's gradient into the moments at rate 0,
+    then moves once: by lr * m_hat / (sqrt(v_hat) + eps) over the two gradients, worked here by hand from each
+    part's own gradient. Where the parts disagree in sign a weight moves by far less than the learning rate."""
+    lr = 1e-3
+    cfg = config(tmp_path / "parts", kl_coef=0.0, first_step_parts=2, lr=lr)
+    trainer = GRPOTrainer(cfg, progress=False)
+    episodes = trainer.rollout(trainer.next_tasks())[0]
+    assert len(episodes) == 4  # the toy world has one task: its episodes stand for two tasks' groups of 2
+    samples = [(e.model_copy(update={"task_id": task}), a) for e, task, a in
+               zip(episodes, ("a", "a", "b", "b"), (1.0, -1.0, 1.0, -1.0))]
+
+    # each part's gradient, clipped as the trainer clips, from a fresh copy of the same start
+    probe = GRPOTrainer(config(tmp_path / "probe", kl_coef=0.0, lr=lr), progress=False)
+    probe.model.load_state_dict(trainer.model.state_dict())
+    grads = []
+    for part in (samples[:2], samples[2:]):
+        probe.optimizer.zero_grad(set_to_none=True)
+        probe._accumulate_gradient(part, None, dict.fromkeys(("policy_loss", "kl", "entropy", "clip_fraction", "ratio_mean",
+                                                               "sampler_logprob_gap"), 0.0))
+        torch.nn.utils.clip_grad_norm_(probe.params, cfg.grad_clip)
+        grads.append([p.grad.detach().clone() for p in probe.params])
+
+    start = [p.detach().clone() for p in trainer.params]
+    trainer.update(samples)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    disagreeing = 0
+    for i, p in enumerate(trainer.params):
+        g1, g2 = grads[0][i], grads[1][i]
+        m = b1 * (1 - b1) * g1 + (1 - b1) * g2
+        v = b2 * (1 - b2) * g1 ** 2 + (1 - b2) * g2 ** 2
+        expected = -lr * (m / (1 - b1 ** 2)) / ((v / (1 - b2 ** 2)).sqrt() + eps)
+        moved = p.detach() - start[i]
+        rounding = 4 * torch.finfo(torch.float32).eps * start[i].abs()  # the float32 weights' own ulps
+        assert bool(((moved - expected).abs() <= 1e-9 + 1e-4 * expected.abs() + rounding).all())
+        opposed = (g1 * g2 < 0) & ((g1.abs() - g2.abs()).abs() < 0.1 * g1.abs())
+        disagreeing += int(opposed.sum())
+        assert bool((moved[opposed].abs() < 0.2 * lr).all())
+    assert disagreeing > 0
+    assert all(s["step"] == 2 for s in trainer.optimizer.state.values())
+    trainer.update(samples)  # later updates take their batch whole: one more step of the moments
+    assert all(s["step"] == 3 for s in trainer.optimizer.state.values())
