@@ -80,10 +80,6 @@ class GRPOConfig(WorldConfig):
     micro_batch_size: int = Field(1, ge=1, description="sequences per forward/backward (gradients accumulate over the batch)")
     share_prefix: bool = Field(True, description="encode the prompt prefix all sequences of an update share once (exact; not with gradient checkpointing)")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per rollout batch (1: strictly on-policy)")
-    first_step_parts: int = Field(1, ge=1, description="AdamW's first step moves every weight by the whole learning rate (its "
-                                  "second moment has seen one gradient). With k > 1 the first update takes its batch in k parts of "
-                                  "whole task groups, each part's gradient feeding the moments at learning rate 0 but the last: the "
-                                  "step then moves a weight by its parts' mean gradient over their root mean square, less where they disagree")
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (ratio >= 1 - clip_low)")
     clip_high: float = Field(0.2, ge=0, description="PPO clip above 1; > clip_low is DAPO's clip-higher")
     kl_coef: float = Field(0.001, ge=0, description="weight of the KL-to-reference loss term (0 disables the reference)")

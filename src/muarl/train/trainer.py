@@ -34,8 +34,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -107,32 +105,6 @@ def has_signal(group: list[Episode]) -> bool:
     """At least two scored episodes whose rewards differ: only then are the group's advantages non-zero."""
     rewards = {e.reward.reward for e in group if e.reward is not None and e.tokens is not None}
     return len(rewards) > 1
-
-
-def task_group_parts(samples: list[tuple[Episode, float]], n: int) -> list[list[tuple[Episode, float]]]:
-    """``samples`` in ``n`` parts of whole task groups, dealt in turn in the order the groups first appear (fewer
-    parts when there are fewer groups). A part holds whole groups, so each part's gradient is a GRPO gradient of
-    its own tasks (a group's advantages sum to zero within it)."""
-    groups: dict[str, list[tuple[Episode, float]]] = {}
-    for sample in samples:
-        groups.setdefault(sample[0].task_id, []).append(sample)
-    parts: list[list[tuple[Episode, float]]] = [[] for _ in range(min(n, len(groups)) or 1)]
-    for i, group in enumerate(groups.values()):
-        parts[i % len(parts)].extend(group)
-    return parts
-
-
-@contextmanager
-def learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> Iterator[None]:
-    """Every parameter group of ``optimizer`` at ``lr`` inside the block, its own rates restored after."""
-    saved = [group["lr"] for group in optimizer.param_groups]
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    try:
-        yield
-    finally:
-        for group, rate in zip(optimizer.param_groups, saved):
-            group["lr"] = rate
 
 
 def next_step_fits(elapsed_s: float, steps_run: int, limit_s: float) -> bool:
@@ -330,83 +302,64 @@ class GRPOTrainer:
         """One pass of GRPO updates over the samples; returns the loss diagnostics."""
         cfg = self.cfg
         self.model.train()
+        pad = self.tokenizer.pad_token_id
         chunks = [samples[i::cfg.mini_batches] for i in range(cfg.mini_batches)]
         chunks = [c for c in chunks if c]
         old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
-        # AdamW's first step divides the gradient by the root of a second moment that has seen only that gradient:
-        # every weight moves by the whole learning rate, signal or noise. first_step_parts gives the moments more
-        # than one look at the batch before anything moves.
-        n_parts = cfg.first_step_parts if not self.optimizer.state else 1
         before = [p.detach().clone() for p in self.params]
-        sums = dict.fromkeys(("policy_loss", "kl", "entropy", "clip_fraction", "ratio_mean", "sampler_logprob_gap"), 0.0)
+        sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
         tokens_seen, grad_norms, rates = 0, [], []
         for chunk in chunks:
-            parts = task_group_parts(chunk, n_parts)
-            for i, part in enumerate(parts):
-                self.optimizer.zero_grad(set_to_none=True)
-                tokens_seen += self._accumulate_gradient(part, old, sums)
-                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
-                if i < len(parts) - 1:
-                    with learning_rate(self.optimizer, 0.0):  # the moments see this part; no weight moves
-                        self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
+            cut, prefix, ref_prefix = self._shared_prefix(chunk)
+            for start in range(0, len(chunk), cfg.micro_batch_size):
+                micro = chunk[start:start + cfg.micro_batch_size]
+                batch = pad_sequences([e.tokens.input_ids[cut:] for e, _ in micro], [e.tokens.loss_mask[cut:] for e, _ in micro],
+                                      pad, [e.tokens.logprobs[cut:] for e, _ in micro])
+                mask = batch.loss_mask[:, 1:]
+                n_tokens = int(mask.sum())
+                if n_tokens == 0:
                     continue
-                rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
-                self.optimizer.step()
-                self.scheduler.step()
+                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix,
+                                                    temperature=cfg.temperature)
+                if cfg.entropy_coef == 0:
+                    entropy = entropy.detach()
+                old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
+                ref_flat = None
+                if self.reference is not None:
+                    with torch.no_grad(), self.reference.active(self.model) as ref_model:
+                        ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix,
+                                                          temperature=cfg.temperature)
+                logprobs = scatter_rows(flat, mask)
+                terms = grpo_loss(
+                    logprobs, scatter_rows(old_flat, mask), torch.tensor([a for _, a in micro]), mask,
+                    ref_logprobs=None if ref_flat is None else scatter_rows(ref_flat, mask),
+                    entropy=scatter_rows(entropy, mask), clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                    kl_coef=cfg.kl_coef, kl_estimator=cfg.kl_estimator, entropy_coef=cfg.entropy_coef,
+                    aggregation=cfg.aggregation, seq_norm=cfg.effective_seq_norm,
+                )
+                weight = n_tokens / max(1, total_tokens) if cfg.aggregation == "token-mean" else len(micro) / len(chunk)
+                (terms.loss * weight).backward()
+                sampler = batch.extra[:, 1:][mask]
+                gap = float((flat.detach() - sampler).abs().mean())
+                for key, value in (("policy_loss", terms.policy_loss), ("kl", terms.kl), ("entropy", terms.entropy),
+                                   ("clip_fraction", terms.clip_fraction), ("ratio_mean", terms.ratio_mean),
+                                   ("sampler_logprob_gap", gap)):
+                    sums[key] += value * n_tokens
+                tokens_seen += n_tokens
+            if prefix is not None:
+                backward_prefix(prefix)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
+            rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
+            self.optimizer.step()
+            self.scheduler.step()
         out = {k: v / max(1, tokens_seen) for k, v in sums.items()}
         out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
         out["lr"] = sum(rates) / max(1, len(rates))
         out["update_size"] = update_size(before, self.params)
         out["trained_tokens"] = float(tokens_seen)
         return out
-
-    def _accumulate_gradient(self, chunk: list[tuple[Episode, float]], old: dict[int, torch.Tensor] | None,
-                             sums: dict[str, float]) -> int:
-        """Backpropagate ``chunk``'s GRPO loss (token-mean over the chunk's policy tokens) into the parameters'
-        gradients, add its token-weighted diagnostics to ``sums``; returns the policy tokens it trained."""
-        cfg = self.cfg
-        pad = self.tokenizer.pad_token_id
-        total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
-        cut, prefix, ref_prefix = self._shared_prefix(chunk)
-        tokens_seen = 0
-        for start in range(0, len(chunk), cfg.micro_batch_size):
-            micro = chunk[start:start + cfg.micro_batch_size]
-            batch = pad_sequences([e.tokens.input_ids[cut:] for e, _ in micro], [e.tokens.loss_mask[cut:] for e, _ in micro],
-                                  pad, [e.tokens.logprobs[cut:] for e, _ in micro])
-            mask = batch.loss_mask[:, 1:]
-            n_tokens = int(mask.sum())
-            if n_tokens == 0:
-                continue
-            flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix,
-                                                temperature=cfg.temperature)
-            if cfg.entropy_coef == 0:
-                entropy = entropy.detach()
-            old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
-            ref_flat = None
-            if self.reference is not None:
-                with torch.no_grad(), self.reference.active(self.model) as ref_model:
-                    ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix,
-                                                      temperature=cfg.temperature)
-            logprobs = scatter_rows(flat, mask)
-            terms = grpo_loss(
-                logprobs, scatter_rows(old_flat, mask), torch.tensor([a for _, a in micro]), mask,
-                ref_logprobs=None if ref_flat is None else scatter_rows(ref_flat, mask),
-                entropy=scatter_rows(entropy, mask), clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                kl_coef=cfg.kl_coef, kl_estimator=cfg.kl_estimator, entropy_coef=cfg.entropy_coef,
-                aggregation=cfg.aggregation, seq_norm=cfg.effective_seq_norm,
-            )
-            weight = n_tokens / max(1, total_tokens) if cfg.aggregation == "token-mean" else len(micro) / len(chunk)
-            (terms.loss * weight).backward()
-            sampler = batch.extra[:, 1:][mask]
-            gap = float((flat.detach() - sampler).abs().mean())
-            for key, value in (("policy_loss", terms.policy_loss), ("kl", terms.kl), ("entropy", terms.entropy),
-                               ("clip_fraction", terms.clip_fraction), ("ratio_mean", terms.ratio_mean),
-                               ("sampler_logprob_gap", gap)):
-                sums[key] += value * n_tokens
-            tokens_seen += n_tokens
-        if prefix is not None:
-            backward_prefix(prefix)
-        return tokens_seen
 
     def _shared_prefix(self, chunk: list[tuple[Episode, float]]) -> tuple[int, SharedPrefix | None, SharedPrefix | None]:
         """The token count every sequence of ``chunk`` shares before its first target, and that prefix encoded
