@@ -14,6 +14,7 @@ from muarl.train.checkpoint import save_checkpoint
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.selection import Selection, chosen_model
 from muarl.train.trainer import GRPOTrainer
+from test_trainer import parity_reward
 
 
 def config(out, **changes) -> GRPOConfig:
@@ -191,3 +192,75 @@ def test_the_validation_split_is_a_seeded_draw_that_covers_every_kind(tmp_path):
     assert [t.id for t in again.val_tasks] == [t.id for t in trainer.val_tasks] != [t.id for t in other.val_tasks]
     for t in (trainer, again, other):
         t.close()
+
+
+def trainable(trainer) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in trainer.params]
+
+
+def learning(out, rollback_below: float = 0.25, **changes) -> GRPOTrainer:
+    """A trainer whose groups carry signal (the parity reward varies within a group of 4; the context holds the
+    clinic's system turn and a reply), so every step moves weights."""
+    return GRPOTrainer(config(out, group_size=4, max_context=4096, rollback_below=rollback_below, **changes), reward_fn=parity_reward,
+                       progress=False)
+
+
+def test_a_step_that_falls_below_the_best_is_not_built_on_the_run_goes_back_to_its_start(tmp_path):
+    """Issue 21: a first update that broke level 2 was trained on for the rest of the box. With rollback_below the
+    next step starts from the best candidate instead: here the start (step 0), its weights and a fresh optimizer."""
+    trainer = learning(tmp_path / "r", steps=1)
+    start = trainable(trainer)
+    scripted_validation(trainer, [0.5, 0.0])  # step 1 falls 0.5 under the start
+    trainer.start()
+    trainer.train()
+    assert all(torch.equal(p, s) for p, s in zip(trainer.params, start)) and not trainer.optimizer.state
+    assert trainer.step == 1 and trainer.position == 1  # the count and the data move on
+    row = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["rolled_back_to"] == 0.0 and row["update_size"] > 0  # the step did move the weights
+
+
+def test_a_fall_within_the_tolerance_trains_on_and_a_fall_past_it_returns_to_the_best_checkpoint(tmp_path):
+    within = learning(tmp_path / "w", rollback_below=0.5, steps=1)
+    start = trainable(within)
+    scripted_validation(within, [0.5, 0.0])  # exactly the tolerance: not more than it
+    within.start()
+    within.train()
+    assert any(not torch.equal(p, s) for p, s in zip(within.params, start))
+    assert "rolled_back_to" not in json.loads((tmp_path / "w" / "metrics.jsonl").read_text())
+
+    back = learning(tmp_path / "b", steps=2)
+    scripted_validation(back, [0.0, 1.0, 0.5])  # step 1 is best, step 2 falls 0.5 under it
+    back.start()
+    back.train()
+    saved = learning(tmp_path / "b", steps=2)
+    saved._load(tmp_path / "b" / "checkpoints" / "step-000001")
+    assert all(torch.equal(p, q) for p, q in zip(back.params, saved.params))
+    assert {s["step"].item() for s in back.optimizer.state.values()} == {1}  # step 1's optimizer, not step 2's
+    assert back.step == 2 and back.position == 2
+    saved.close()
+
+
+def test_a_run_resumed_after_a_roll_back_lands_where_the_uninterrupted_run_does(tmp_path):
+    straight = learning(tmp_path / "a", steps=3)
+    scripted_validation(straight, [0.5, 0.0, 0.5, 0.5])
+    straight.start()
+    straight.train()
+
+    first = learning(tmp_path / "b", steps=1)
+    scripted_validation(first, [0.5, 0.0])
+    first.start()
+    first.train()
+    resumed = learning(tmp_path / "b", steps=3)
+    scripted_validation(resumed, [0.5, 0.5])  # steps 2 and 3
+    resumed.start(resume=True)  # its checkpoint is step 1, which the run had rolled back from
+    assert resumed.step == 1 and not resumed.optimizer.state
+    resumed.train()
+    for p, q in zip(straight.params, resumed.params):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+    rows = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("rolled_back_to") for r in rows] == [0.0, None, None]
+
+
+def test_rollback_needs_a_validated_choice(tmp_path):
+    with pytest.raises(ValueError, match="rollback_below"):
+        config(tmp_path, select_checkpoint="last", rollback_below=0.1)

@@ -28,8 +28,8 @@ def toy_registered(monkeypatch):
 
 def parity_reward(domain, task, final_hash, messages, agent_turns=0):
     """1 when the policy's first reply has an odd length: arbitrary, but it varies within a group."""
-    first = next(m for m in messages if m.role == "assistant")
-    r = float(len(first.content or "") % 2)
+    first = next((m for m in messages if m.role == "assistant"), None)  # none when the first turn failed
+    r = float(len(first.content or "") % 2) if first is not None else 0.0
     return RewardInfo(reward=r, state_match=r > 0, final_hash=final_hash, gold_hash="")
 
 

@@ -60,6 +60,10 @@ class GRPOConfig(WorldConfig):
     select_on: Literal["success", "reward"] = Field(
         "success", description="what best_val ranks the candidates by: validation success, or the mean of the run's own reward "
                                "(a shaped reward's objective: process pays less for a success that broke the policy)")
+    rollback_below: float | None = Field(
+        None, gt=0, description="with best_val: after a validated step whose ranking (select_on) falls more than this below the best "
+                                "candidate's, the run carries on from the best candidate's weights and optimizer state (the starting "
+                                "weights and a fresh optimizer for step 0); the data moves on. None: always train on from the last step")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -105,6 +109,8 @@ class GRPOConfig(WorldConfig):
     def _check(self) -> GRPOConfig:
         if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
+        if self.rollback_below is not None and self.select_checkpoint != "best_val":
+            raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
         if self.select_on != "success" and self.select_checkpoint != "best_val":
             raise ValueError(f"select_on: {self.select_on} ranks validated candidates: set select_checkpoint: best_val too")
         if self.split == "test" and not self.allow_test_split:

@@ -23,7 +23,8 @@ What it really does, step by step:
    averaged over all policy tokens of the batch; gradients accumulated over micro-batches, clipped to
    ``grad_clip``, one AdamW step. Every log-probability (new, old, reference) and the entropy are those of
    ``softmax(logits / temperature)``, the distribution the rollouts were sampled from.
-5. Log the step's metrics; checkpoint every ``save_every`` steps.
+5. Log the step's metrics; checkpoint every ``save_every`` steps. With ``rollback_below``, a validated step that
+   fell clearly below the best candidate is not built on: the next step starts from the best candidate's state.
 
 Departures from the name: there is no value model (GRPO), the KL term is in the loss (not the reward), and
 the loss is token-mean over the whole batch (DAPO) unless ``aggregation`` says otherwise.
@@ -137,9 +138,9 @@ class GRPOTrainer:
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         self.params = trainable_parameters(self.model)
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        warmup = cfg.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
+        self.optimizer, self.scheduler = self._fresh_optimizer()
+        # the starting weights, for a roll back to candidate 0 (the trainable ones: all, or the LoRA adapters)
+        self._start = [p.detach().clone() for p in self.params] if cfg.rollback_below is not None else None
         self.reward_fn = reward_fn or self.world.reward_fn
         # one event loop for the whole run: the user's and tools' clients keep connections bound to it
         self._loop = asyncio.new_event_loop()
@@ -163,6 +164,8 @@ class GRPOTrainer:
         if self.selection is not None:
             self.selection = Selection.load(self.run_dir, self.cfg.select_on)
             self.selection.truncate_after(self.step)  # steps after the checkpoint are re-run (and re-validated)
+            if resume and self.rollback_due():  # the checkpoint is a step the run had rolled back from
+                self.roll_back()
         atomic_write_text(saved, self.cfg.dump_yaml())
         write_run_info(self.run_dir, {
             "command": "train", "muarl_version": muarl.__version__, "started": datetime.now(timezone.utc).isoformat(),
@@ -190,6 +193,35 @@ class GRPOTrainer:
             self.model.load_state_dict(saved.state_dict())
         state = restore_training_state(ckpt, self.optimizer, self.scheduler)
         self.step, self.position = state["step"], state["position"]
+
+    def _fresh_optimizer(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+        cfg = self.cfg
+        optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        warmup = cfg.warmup_steps
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
+
+    def rollback_due(self) -> bool:
+        """Whether this step's validation fell more than ``rollback_below`` under the best candidate's (a pure
+        function of the selection record, so a resumed run decides as the uninterrupted one did)."""
+        if self.cfg.rollback_below is None or self.selection is None or not self.selection.has(self.step):
+            return False
+        metric = self.selection.metric
+        this = next(r for r in self.selection.history if r["step"] == self.step)
+        return self.selection.best[metric] - this[metric] > self.cfg.rollback_below
+
+    def roll_back(self) -> None:
+        """Carry on from the best candidate: its checkpoint's weights, optimizer and scheduler (step 0: the starting
+        weights, a fresh optimizer and warmup), keeping this step's count and data position, so the next step draws
+        new tasks from weights that did not break what validation measures."""
+        step, position, best = self.step, self.position, self.selection.best_step
+        if best == 0:
+            with torch.no_grad():
+                for param, start in zip(self.params, self._start):
+                    param.copy_(start)
+            self.optimizer, self.scheduler = self._fresh_optimizer()
+        else:
+            self._load(self.run_dir / "checkpoints" / f"step-{best:06d}")
+        self.step, self.position = step, position
 
     def save(self) -> Path:
         spare = self.selection.best_step if self.selection is not None else None
@@ -426,6 +458,8 @@ class GRPOTrainer:
         }
         if self.validation_due():
             metrics.update(self.validate())
+            if self.rollback_due():
+                metrics["rolled_back_to"] = float(self.selection.best_step)
         return metrics
 
     def validation_due(self) -> bool:
@@ -476,6 +510,8 @@ class GRPOTrainer:
                     self.selection.save(self.run_dir)  # after the checkpoint it may name
                 if out_of_time:
                     break
+                if "rolled_back_to" in metrics:  # after this step's checkpoint: a resume from it rolls back again
+                    self.roll_back()
         finally:
             bar.close()
             self.metrics.close()
