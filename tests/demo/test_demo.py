@@ -77,6 +77,10 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     reused = {**saved, "training": {**train, "control": {**train["control"], "cpu_time_limit_minutes": 1.25 * train["grpo"]["cpu_minutes"]}}}
     assert "NOT matched: its budget was" in results_markdown(reused) and "matched to GRPO's" not in results_markdown(reused)
     assert train["control"]["steps"] >= 1
+    # a step whose validation fell past rollback_below is named, with the candidate the run went back to
+    assert train["grpo"]["rolled_back"] == []  # the pilot's validation (0 of 2 at every candidate) never fell
+    fell = {**saved, "training": {**train, "grpo": {**train["grpo"], "rolled_back": [{"step": 1, "to": 0}]}}}
+    assert "step 1 fell, not built on: the next started from the cold start" in results_markdown(fell)
     assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
     for figure in ("success.png", "grpo/training_dynamics.png"):
         assert (tmp_path / "demo" / figure).stat().st_size > 1000

@@ -262,6 +262,8 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     return {
         "model": model, **selected, "reward": describe_reward(cfg.reward), "user": cfg.grpo_user,
         "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
+        # steps whose validation fell past rollback_below: the run went back to a candidate before the next step
+        "rolled_back": [{"step": int(r["step"]), "to": int(r["rolled_back_to"])} for r in rows if "rolled_back_to" in r],
         "cpu_minutes": cpu_minutes,
         "resumed_after_minutes": spent / 60 if spent else None,
         "group_size": trainer.cfg.group_size,
