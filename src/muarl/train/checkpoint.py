@@ -47,12 +47,17 @@ def load_state(path: Path) -> Any:
         raise InputError(f"{path}: refusing to load a checkpoint file that holds more than tensors and plain values ({reason})") from None
 
 
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """Where checkpoint ``step`` of the run in ``run_dir`` lives."""
+    return run_dir / "checkpoints" / f"step-{step:06d}"
+
+
 def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
                     state: dict[str, Any], keep: int = 2, spare: int | None = None) -> Path:
     """Write checkpoint ``step`` and point ``latest`` at it; keep the newest ``keep`` checkpoints and step ``spare``."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
+    final = checkpoint_dir(run_dir, step)
     tmp = root / f".tmp-step-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from muarl.rollout.store import atomic_write_text
+from muarl.train.checkpoint import checkpoint_dir
 
 RECORD = "selection.json"
 
@@ -89,7 +90,7 @@ class Selection:
             raise FileNotFoundError(f"{run_dir / 'checkpoints' / RECORD} records no validated candidate")
         if step == 0:
             return 0, initial_model
-        model = run_dir / "checkpoints" / f"step-{step:06d}" / "model"
+        model = checkpoint_dir(run_dir, step) / "model"
         if not model.is_dir():
             raise FileNotFoundError(f"the selected checkpoint's weights are missing: {model}")
         return step, str(model.resolve())

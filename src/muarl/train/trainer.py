@@ -51,6 +51,7 @@ from muarl.rollout.store import atomic_write_text, write_run_info
 from muarl.seeds import step_seed
 from muarl.rollout.world import build_world
 from muarl.train.checkpoint import (
+    checkpoint_dir,
     latest_checkpoint,
     restore_training_state,
     save_checkpoint,
@@ -220,7 +221,7 @@ class GRPOTrainer:
                     param.copy_(start)
             self.optimizer, self.scheduler = self._fresh_optimizer()
         else:
-            self._load(self.run_dir / "checkpoints" / f"step-{best:06d}")
+            self._load(checkpoint_dir(self.run_dir, best))
         self.step, self.position = step, position
 
     def save(self) -> Path:
