@@ -27,9 +27,10 @@ def config(out, **changes) -> GRPOConfig:
 
 def test_the_best_is_the_highest_success_and_a_tie_keeps_the_earlier_candidate(tmp_path):
     sel = Selection()
-    assert sel.best is None and not sel.has(0)
+    assert sel.best is None and sel.candidate(0) is None
     assert sel.add(0, 0.5, 0.5, 10.0, 20.0)
     assert not sel.add(1, 0.25, 0.25, 10.0, 20.0)
+    assert sel.candidate(1)["success"] == 0.25 and sel.candidate(2) is None
     assert not sel.add(2, 0.5, 0.5, 10.0, 20.0)  # equal to the start: the start stays chosen
     assert sel.add(3, 0.75, 0.75, 10.0, 20.0) and sel.best_step == 3
     assert sel.add(3, 0.0, 0.0, 5.0, 5.0) is False and sel.best_step == 0  # a re-run of step 3 replaces its record

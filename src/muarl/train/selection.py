@@ -52,8 +52,9 @@ class Selection:
         best = self.best
         return None if best is None else best["step"]
 
-    def has(self, step: int) -> bool:
-        return any(row["step"] == step for row in self.history)
+    def candidate(self, step: int) -> dict[str, Any] | None:
+        """Step ``step``'s validation record, or None if that step was not validated."""
+        return next((row for row in self.history if row["step"] == step), None)
 
     def add(self, step: int, success: float, reward: float, seconds: float, cpu_seconds: float) -> bool:
         """Record step ``step``'s validation (replacing an earlier record of that step); whether it is now the best."""

@@ -204,10 +204,10 @@ class GRPOTrainer:
     def rollback_due(self) -> bool:
         """Whether this step's validation fell more than ``rollback_below`` under the best candidate's (a pure
         function of the selection record, so a resumed run decides as the uninterrupted one did)."""
-        if self.cfg.rollback_below is None or self.selection is None or not self.selection.has(self.step):
+        this = None if self.selection is None else self.selection.candidate(self.step)
+        if self.cfg.rollback_below is None or this is None:
             return False
         metric = self.selection.metric
-        this = next(r for r in self.selection.history if r["step"] == self.step)
         return self.selection.best[metric] - this[metric] > self.cfg.rollback_below
 
     def roll_back(self) -> None:
@@ -491,7 +491,7 @@ class GRPOTrainer:
         end inside it (:func:`next_step_fits`; at least one step runs) and checkpoint the last step, so a
         time-boxed run ends within its box, give or take one step's variation, on a resumable checkpoint. The box
         holds rollouts and updates; validation's minutes are not training and do not count against it."""
-        if self.selection is not None and self.validation_due() and not self.selection.has(self.step):
+        if self.selection is not None and self.validation_due() and self.selection.candidate(self.step) is None:
             self.validate()  # the starting weights (candidate 0), or a checkpoint whose validation a crash lost
             self.selection.save(self.run_dir)
         bar = _progress(self.cfg.steps, "GRPO steps", self.progress, initial=self.step)
