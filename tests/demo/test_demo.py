@@ -130,6 +130,7 @@ def test_forms_and_their_guards(tmp_path):
     kinds = {task_kind(t, full.grpo_fields["stratify_by"]) for t in stages._pool(full, "train")}
     assert len(kinds) == 4 and full.grpo_fields["tasks_per_step"] == 6  # a step holds each kind, 2 of two of them
     assert full.grpo_fields["rollback_below"] == 0.1  # a step that fell 7 of 64 validation tasks is not built on
+    assert full.grpo_fields["kind_fall_limit"] == 0.25  # nor one that lost 5 of a kind's 16 the cold start solved
     assert form_config("quick", out="q", grpo={"lr": 1e-5}).grpo == {"tasks_per_step": 2, "max_sampling_rounds": 1, "lr": 1e-5}
     with pytest.raises(ValueError, match="split"):
         form_config("full", out="f", grpo={"split": "test"})

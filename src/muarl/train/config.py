@@ -64,6 +64,11 @@ class GRPOConfig(WorldConfig):
         None, gt=0, description="with best_val: after a validated step whose ranking (select_on) falls more than this below the best "
                                 "candidate's, the run carries on from the best candidate's weights and optimizer state (the starting "
                                 "weights and a fresh optimizer for step 0); the data moves on. None: always train on from the last step")
+    kind_fall_limit: float | None = Field(
+        None, gt=0, description="with best_val and stratify_by: a validated candidate whose success on some kind of validation "
+                                "task is more than this under the starting weights' on that kind lost that kind: it is never "
+                                "chosen, and the run carries on from the best candidate as after a rollback_below fall. "
+                                "None: kinds are not compared")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -111,6 +116,8 @@ class GRPOConfig(WorldConfig):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
         if self.rollback_below is not None and self.select_checkpoint != "best_val":
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
+        if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):
+            raise ValueError("kind_fall_limit compares validation by kind of task: set select_checkpoint: best_val and stratify_by too")
         if self.select_on != "success" and self.select_checkpoint != "best_val":
             raise ValueError(f"select_on: {self.select_on} ranks validated candidates: set select_checkpoint: best_val too")
         if self.split == "test" and not self.allow_test_split:

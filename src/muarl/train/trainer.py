@@ -24,7 +24,8 @@ What it really does, step by step:
    ``grad_clip``, one AdamW step. Every log-probability (new, old, reference) and the entropy are those of
    ``softmax(logits / temperature)``, the distribution the rollouts were sampled from.
 5. Log the step's metrics; checkpoint every ``save_every`` steps. With ``rollback_below``, a validated step that
-   fell clearly below the best candidate is not built on: the next step starts from the best candidate's state.
+   fell clearly below the best candidate is not built on: the next step starts from the best candidate's state;
+   with ``kind_fall_limit``, so is one that lost a kind of task the starting weights solved.
 
 Departures from the name: there is no value model (GRPO), the KL term is in the loss (not the reward), and
 the loss is token-mean over the whole batch (DAPO) unless ``aggregation`` says otherwise.
@@ -134,14 +135,16 @@ class GRPOTrainer:
         held_out = set(epoch_order(tasks, cfg.seed, -1, cfg.stratify_by)[:cfg.val_holdout])
         self.val_tasks: list[Task] = [t for i, t in enumerate(tasks) if i in held_out]
         self.tasks: list[Task] = [t for i, t in enumerate(tasks) if i not in held_out]
-        self.selection = Selection(metric=cfg.select_on) if cfg.select_checkpoint == "best_val" else None
+        self.selection = (Selection(metric=cfg.select_on, kind_fall_limit=cfg.kind_fall_limit)
+                          if cfg.select_checkpoint == "best_val" else None)
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         self.params = trainable_parameters(self.model)
         self.optimizer, self.scheduler = self._fresh_optimizer()
         # the starting weights, for a roll back to candidate 0 (the trainable ones: all, or the LoRA adapters)
-        self._start = [p.detach().clone() for p in self.params] if cfg.rollback_below is not None else None
+        rolls_back = cfg.rollback_below is not None or cfg.kind_fall_limit is not None
+        self._start = [p.detach().clone() for p in self.params] if rolls_back else None
         self.reward_fn = reward_fn or self.world.reward_fn
         # one event loop for the whole run: the user's and tools' clients keep connections bound to it
         self._loop = asyncio.new_event_loop()
@@ -163,7 +166,7 @@ class GRPOTrainer:
                                   f"only {', '.join(sorted(self.cfg.RESUMABLE))} may change")
             self._load(ckpt)
         if self.selection is not None:
-            self.selection = Selection.load(self.run_dir, self.cfg.select_on)
+            self.selection = Selection.load(self.run_dir, self.cfg.select_on, self.cfg.kind_fall_limit)
             self.selection.truncate_after(self.step)  # steps after the checkpoint are re-run (and re-validated)
             if resume and self.rollback_due():  # the checkpoint is a step the run had rolled back from
                 self.roll_back()
@@ -202,13 +205,16 @@ class GRPOTrainer:
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
 
     def rollback_due(self) -> bool:
-        """Whether this step's validation fell more than ``rollback_below`` under the best candidate's (a pure
-        function of the selection record, so a resumed run decides as the uninterrupted one did)."""
+        """Whether this step's validation fell more than ``rollback_below`` under the best candidate's, or lost a kind
+        of task (``kind_fall_limit``): a pure function of the selection record, so a resumed run decides as the
+        uninterrupted one did."""
         this = None if self.selection is None else self.selection.candidate(self.step)
-        if self.cfg.rollback_below is None or this is None:
+        if this is None:
             return False
+        if self.selection.lost_kinds(this):
+            return True
         metric = self.selection.metric
-        return self.selection.best[metric] - this[metric] > self.cfg.rollback_below
+        return self.cfg.rollback_below is not None and self.selection.best[metric] - this[metric] > self.cfg.rollback_below
 
     def roll_back(self) -> None:
         """Carry on from the best candidate: its checkpoint's weights, optimizer and scheduler (step 0: the starting
@@ -472,15 +478,30 @@ class GRPOTrainer:
         (``val/seconds``): they are not training, so neither a time box nor ``cpu_seconds`` includes them."""
         t0, cpu0 = time.perf_counter(), time.process_time()
         kept = self.run_dir / VALIDATION_DIR / f"step-{self.step:06d}.jsonl" if self.cfg.keep_rollouts else None
-        stats = episode_metrics(self.validation_episodes(f"step {self.step} validation", kept))
+        episodes = self.validation_episodes(f"step {self.step} validation", kept)
+        stats = episode_metrics(episodes)
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
         self.validation_seconds += seconds
         self.validation_cpu_seconds += cpu_seconds
+        scalars = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
         if self.selection is not None and "success_rate" in stats:
             # a candidate none of whose episodes was scored (every one errored) is no candidate: errors are not 0s
-            self.selection.add(self.step, stats["success_rate"], stats["reward_mean"], seconds, cpu_seconds)
-        scalars = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
+            kinds = self.success_by_kind(episodes) if self.cfg.stratify_by else None
+            self.selection.add(self.step, stats["success_rate"], stats["reward_mean"], seconds, cpu_seconds, kinds)
+            if self.cfg.kind_fall_limit is not None:
+                scalars["val/kinds_lost"] = float(len(self.selection.lost_kinds(self.selection.candidate(self.step))))
         return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
+
+    def success_by_kind(self, episodes: list[Episode]) -> dict[str, float]:
+        """Validation success per kind of task (``stratify_by``), over the scored episodes, keyed like
+        ``difficulty=2,changes_mind=True``; a kind none of whose episodes was scored is left out."""
+        kind_of = {t.id: ",".join(f"{k}={v}" for k, v in zip(self.cfg.stratify_by, task_kind(t, self.cfg.stratify_by)))
+                   for t in self.val_tasks}
+        solved: dict[str, list[bool]] = {}
+        for e in episodes:
+            if e.reward is not None:
+                solved.setdefault(kind_of[e.task_id], []).append(e.succeeded)
+        return {kind: sum(wins) / len(wins) for kind, wins in sorted(solved.items())}
 
     def validation_episodes(self, desc: str = "validation", out: Path | None = None) -> list[Episode]:
         """One greedy episode per held-out task with the current weights, the same draw at every validation."""
