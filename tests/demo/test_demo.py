@@ -81,6 +81,8 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert train["grpo"]["rolled_back"] == []  # the pilot's validation (0 of 2 at every candidate) never fell
     fell = {**saved, "training": {**train, "grpo": {**train["grpo"], "rolled_back": [{"step": 1, "to": 0}]}}}
     assert "step 1 fell, not built on: the next started from the cold start" in results_markdown(fell)
+    lost = {**saved, "training": {**train, "grpo": {**train["grpo"], "rolled_back": [{"step": 2, "to": 1, "lost": ["difficulty=2,changes_mind=False"]}]}}}
+    assert "step 2 lost difficulty=2,changes_mind=False, not built on: the next started from step 1" in results_markdown(lost)
     assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
     for figure in ("success.png", "grpo/training_dynamics.png"):
         assert (tmp_path / "demo" / figure).stat().st_size > 1000

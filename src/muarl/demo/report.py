@@ -142,7 +142,8 @@ def results_markdown(results: dict[str, Any]) -> str:
         curve = ", ".join(f"{'start' if r['step'] == 0 else 'step ' + str(r['step'])} {_pct(r['success'])}"
                           + (f" (reward {r['reward']:.3f})" if on == "reward" else "") for r in g["validation"])
         chosen = "the cold start" if g["chosen_step"] == 0 else f"step {g['chosen_step']}"
-        back = "".join(f"; step {r['step']} fell, not built on: the next started from "
+        back = "".join(f"; step {r['step']} " + (f"lost {' and '.join(r['lost'])}" if r.get("lost") else "fell")
+                       + ", not built on: the next started from "
                        + ("the cold start" if r["to"] == 0 else f"step {r['to']}") for r in g.get("rolled_back", []))
         lines.append(f"- RL model: {chosen}, the best greedy {on} on {g['val_tasks']} held-out train tasks ({curve}{back}; "
                      f"{g['validation_minutes']:.1f} min of validation, outside GRPO's box)")
