@@ -273,9 +273,9 @@ def test_a_candidate_that_lost_a_kind_is_never_the_best_however_it_scores_overal
     sel = Selection(kind_fall_limit=0.25)
     assert sel.add(0, 0.5, 0.5, 1.0, 1.0, {"level 1": 0.5, "level 2": 1.0})
     assert not sel.add(1, 0.75, 0.75, 1.0, 1.0, {"level 1": 1.0, "level 2": 0.625})  # level 2 fell 0.375: lost
-    assert sel.lost_kinds(sel.candidate(1)) == ["level 2"] and sel.best_step == 0
+    assert sel.lost_kinds(1) == ["level 2"] and sel.best_step == 0
     assert sel.add(2, 0.625, 0.625, 1.0, 1.0, {"level 1": 0.5, "level 2": 0.75})  # a fall of exactly 0.25 is kept
-    assert sel.lost_kinds(sel.candidate(2)) == [] and sel.best_step == 2
+    assert sel.lost_kinds(2) == [] and sel.lost_kinds(5) == [] and sel.best_step == 2
     (tmp_path / "checkpoints").mkdir()
     sel.save(tmp_path)
     again = Selection.load(tmp_path)  # the record carries its limit: a resume ranks as the run did

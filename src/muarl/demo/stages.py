@@ -264,7 +264,8 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         "steps": trainer.step, "time_limit_minutes": cfg.grpo_minutes, "minutes": minutes,
         # steps whose validation fell past rollback_below or lost a kind of task (kind_fall_limit): the run went back
         # to a candidate before the next step
-        "rolled_back": [{"step": int(r["step"]), "to": int(r["rolled_back_to"]), "lost": _lost_kinds(selection, int(r["step"]))}
+        "rolled_back": [{"step": int(r["step"]), "to": int(r["rolled_back_to"]),
+                         "lost": selection.lost_kinds(int(r["step"])) if selection is not None else []}
                         for r in rows if "rolled_back_to" in r],
         "cpu_minutes": cpu_minutes,
         "resumed_after_minutes": spent / 60 if spent else None,
@@ -279,12 +280,6 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         "update_minutes": sum(r.get("update_seconds", 0) for r in rows) / 60,
         "figure": str(stage / "training_dynamics.png") if (stage / "training_dynamics.png").exists() else None,
     }
-
-
-def _lost_kinds(selection: Any, step: int) -> list[str]:
-    """The kinds of task validation says step ``step`` lost (:meth:`Selection.lost_kinds`); none if not recorded."""
-    row = selection.candidate(step) if selection is not None else None
-    return selection.lost_kinds(row) if row is not None else []
 
 
 def _step_seconds(rows: list[dict[str, Any]]) -> float:

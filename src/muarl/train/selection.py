@@ -50,13 +50,18 @@ class Selection:
         """The candidate with the highest ``metric`` among those that lost no kind; the earliest of those tied."""
         best = None
         for row in self.history:
-            if not self.lost_kinds(row) and (best is None or row[self.metric] > best[self.metric]):
+            if not self._lost(row) and (best is None or row[self.metric] > best[self.metric]):
                 best = row
         return best
 
-    def lost_kinds(self, row: dict[str, Any]) -> list[str]:
-        """The kinds of task on which ``row`` succeeds more than ``kind_fall_limit`` less often than the starting
-        weights (candidate 0) did; none without a limit, a validated start or per-kind records."""
+    def lost_kinds(self, step: int) -> list[str]:
+        """The kinds of task on which candidate ``step`` succeeds more than ``kind_fall_limit`` less often than the
+        starting weights (candidate 0) did; none for a step not validated, and none without a limit, a validated
+        start or per-kind records."""
+        row = self.candidate(step)
+        return [] if row is None else self._lost(row)
+
+    def _lost(self, row: dict[str, Any]) -> list[str]:
         start = self.candidate(0)
         if self.kind_fall_limit is None or start is None or row["step"] == 0:
             return []

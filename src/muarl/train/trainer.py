@@ -211,7 +211,7 @@ class GRPOTrainer:
         this = None if self.selection is None else self.selection.candidate(self.step)
         if this is None:
             return False
-        if self.selection.lost_kinds(this):
+        if self.selection.lost_kinds(self.step):
             return True
         metric = self.selection.metric
         return self.cfg.rollback_below is not None and self.selection.best[metric] - this[metric] > self.cfg.rollback_below
@@ -489,7 +489,7 @@ class GRPOTrainer:
             kinds = self.success_by_kind(episodes) if self.cfg.stratify_by else None
             self.selection.add(self.step, stats["success_rate"], stats["reward_mean"], seconds, cpu_seconds, kinds)
             if self.cfg.kind_fall_limit is not None:
-                scalars["val/kinds_lost"] = float(len(self.selection.lost_kinds(self.selection.candidate(self.step))))
+                scalars["val/kinds_lost"] = float(len(self.selection.lost_kinds(self.step)))
         return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
 
     def success_by_kind(self, episodes: list[Episode]) -> dict[str, float]:
