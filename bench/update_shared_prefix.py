@@ -23,28 +23,28 @@ import json
 import platform
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from update_throughput_vs_trl import (
     _UpdateOnlyTrainer,
     group_rewards,
+    load_bench_model,
     synthetic_episodes,
     update_bench_parser,
 )
 
 from muarl.domains import load_domain
 from muarl.models.chat_formats import get_chat_format
-from muarl.models.hf_loading import EMBEDDED_MODEL, TINY_MODEL, load_causal_lm
 from muarl.train.config import GRPOConfig, ModelConfig
 from muarl.train.grpo import group_advantages
 from muarl.types import Episode, TokenTrace
 
 
-def clinic_system_ids(tokenizer: Any) -> list[int]:
-    """The token ids every clinic episode starts with: the system turn with the tool schemas."""
-    clinic = load_domain("clinic")
-    text = get_chat_format("chatml-hermes").system_text(clinic.system_prompt(), clinic.tools.specs())
+def system_ids(tokenizer: Any, domain: str = "clinic") -> list[int]:
+    """The token ids every episode of ``domain`` starts with: the system turn with the tool schemas."""
+    world = load_domain(domain)
+    text = get_chat_format("chatml-hermes").system_text(world.system_prompt(), world.tools.specs())
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -65,36 +65,43 @@ def arm(model: Any, tokenizer: Any, model_name: str, share: bool, micro_batch: i
     return _UpdateOnlyTrainer(cfg, model, tokenizer)
 
 
+def weight_gap(first: Any, second: Any) -> float:
+    """The largest difference between two trainers' weights (arms that must agree after the same update)."""
+    a, b = dict(first.model.named_parameters()), dict(second.model.named_parameters())
+    return max(float((a[k] - b[k]).detach().abs().max()) for k in a)
+
+
+def interleaved_seconds(run: Callable[[str], Any], names: list[str], repeats: int) -> dict[str, list[float]]:
+    """Seconds of ``run(name)`` for each arm, ``repeats`` times, the arm that goes first alternating (a host that
+    slows down mid-run then costs both arms alike)."""
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else list(reversed(names))):
+            t0 = time.perf_counter()
+            run(name)
+            seconds[name].append(time.perf_counter() - t0)
+    return seconds
+
+
 def main() -> None:
     args = update_bench_parser(__doc__.splitlines()[0]).parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    bf16 = not args.fp32
-
-    model_name = TINY_MODEL if args.tiny else EMBEDDED_MODEL
-    base, tokenizer = load_causal_lm(model_name, seed=args.seed)
-    prefix = clinic_system_ids(tokenizer)
+    model_name, base, tokenizer, bf16 = load_bench_model(args)
+    prefix = system_ids(tokenizer)
     batch = samples(prefix, args.sequences, base.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"), args.seed)
     arms = {name: arm(copy.deepcopy(base), tokenizer, model_name, share, args.micro_batch, bf16)
             for name, share in (("full_sequences", False), ("shared_prefix", True))}
     del base
 
     warm = {name: trainer.update(batch) for name, trainer in arms.items()}  # untimed; the arms must agree
-    a, b = (dict(t.model.named_parameters()) for t in arms.values())
-    weight_gap = max(float((a[k] - b[k]).detach().abs().max()) for k in a)
-    seconds: dict[str, list[float]] = {name: [] for name in arms}
-    for r in range(args.repeats):
-        for name in (list(arms) if r % 2 == 0 else list(reversed(arms))):
-            t0 = time.perf_counter()
-            arms[name].update(batch)
-            seconds[name].append(time.perf_counter() - t0)
+    gap = weight_gap(*arms.values())
+    seconds = interleaved_seconds(lambda name: arms[name].update(batch), list(arms), args.repeats)
 
     total = sum(len(e.tokens.input_ids) for e, _ in batch)
     report: dict[str, Any] = {
         "model": model_name, "sequences": args.sequences, "micro_batch": args.micro_batch, "bf16": bf16,
         "threads": args.threads, "repeats": args.repeats, "shared_prefix_tokens": len(prefix), "sequence_tokens": total,
         "loss_tokens": int(warm["full_sequences"]["trained_tokens"]),
-        "max_weight_difference_after_one_update": weight_gap,
+        "max_weight_difference_after_one_update": gap,
         "policy_loss": {k: v["policy_loss"] for k, v in warm.items()}, "kl": {k: v["kl"] for k, v in warm.items()},
         "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
     }

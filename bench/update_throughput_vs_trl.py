@@ -120,6 +120,7 @@ class _UpdateOnlyTrainer(MuarlGRPOTrainer):
         self.cfg = cfg
         self.model, self.tokenizer = model, tokenizer
         self.reference = Reference(model, cfg.model.finetune)
+        self.policy_is_reference = True  # as the trainer starts: the first (warm-up) update skips the reference
         self.params = trainable_parameters(model)
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: 1.0)
@@ -267,17 +268,21 @@ def update_bench_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def load_bench_model(args: argparse.Namespace) -> tuple[str, Any, Any, bool]:
+    """The threads and seed the options set, then (model name, model, tokenizer, bf16)."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model_name = TINY_MODEL if args.tiny else EMBEDDED_MODEL
+    base, tokenizer = load_causal_lm(model_name, seed=args.seed)
+    return model_name, base, tokenizer, not args.fp32
+
+
 def main() -> None:
     parser = update_bench_parser(__doc__.splitlines()[0])
     parser.add_argument("--trl-layout", choices=["batch", "micro"], default="batch",
                         help="pad TRL inputs to the whole generation batch (as its trainer does) or per micro-batch")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    bf16 = not args.fp32
-
-    model_name = TINY_MODEL if args.tiny else EMBEDDED_MODEL
-    base, tokenizer = load_causal_lm(model_name, seed=args.seed)
+    model_name, base, tokenizer, bf16 = load_bench_model(args)
     base.config.use_cache = False
     end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
     episodes = synthetic_episodes(args.sequences, base.config.vocab_size, end_of_turn, args.seed)

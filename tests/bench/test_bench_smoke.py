@@ -74,6 +74,14 @@ def test_update_shared_prefix_times_both_arms_and_they_agree():
     assert out["max_weight_difference_after_one_update"] < 1e-3
 
 
+@pytest.mark.slow  # a process that imports torch and runs four updates of a tiny model: ~10 s
+def test_update_at_reference_times_both_arms_and_they_land_on_the_same_weights():
+    out = bench("update_at_reference.py", "--tiny", "--repeats", "1", "--sequences", "3")
+    assert out["domain"] == "clinic-lite" and out["loss_tokens"] > 0
+    assert len(out["reference_forward"]["seconds"]) == len(out["skipped"]["seconds"]) == 1
+    assert out["max_weight_difference_after_one_update"] == 0.0 and out["kl"] == {"reference_forward": 0.0, "skipped": 0.0}
+
+
 @pytest.mark.slow  # a pilot demo on the tiny model, then its GRPO stage again in the bench's process: ~20 s
 def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp_path):
     from muarl.demo.config import form_config

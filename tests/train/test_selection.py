@@ -220,6 +220,33 @@ def test_a_step_that_falls_below_the_best_is_not_built_on_the_run_goes_back_to_i
     assert row["rolled_back_to"] == 0.0 and row["update_size"] > 0  # the step did move the weights
 
 
+def test_after_a_roll_back_to_the_start_the_next_update_skips_the_reference_again(tmp_path):
+    """Back at the starting weights the policy is the reference again (its KL 0 and the forward skipped, as at step
+    1); a roll back to a later checkpoint is not, and a resumed run knows which it is."""
+    from test_trainer import counting_reference
+
+    trainer = learning(tmp_path / "r", steps=2, kl_coef=0.1)
+    runs = counting_reference(trainer)
+    scripted_validation(trainer, [0.5, 0.0, 0.5])  # step 1 falls under the start and is rolled back
+    trainer.start()
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("rolled_back_to") for r in rows] == [0.0, None] and [r["kl"] for r in rows] == [0.0, 0.0]
+    assert not runs and not trainer.policy_is_reference  # step 2's update moved it
+
+    back = learning(tmp_path / "b", steps=3, kl_coef=0.1)
+    runs = counting_reference(back)
+    scripted_validation(back, [0.0, 1.0, 1.0, 0.5])  # step 3 falls under step 2: back to step 2's checkpoint
+    back.start()
+    back.train()
+    assert runs and not back.policy_is_reference
+    resumed = learning(tmp_path / "b", steps=3, kl_coef=0.1)
+    resumed.start(resume=True)
+    assert not resumed.policy_is_reference
+    for t in (trainer, back, resumed):
+        t.close()
+
+
 def test_a_fall_within_the_tolerance_trains_on_and_a_fall_past_it_returns_to_the_best_checkpoint(tmp_path):
     within = learning(tmp_path / "w", rollback_below=0.5, steps=1)
     start = trainable(within)

@@ -62,6 +62,36 @@ def test_update_raises_logprobs_of_positive_advantage_and_lowers_negative(tmp_pa
     assert stats["sampler_logprob_gap"] < 1e-4  # the engine's logprobs are the trainer's
 
 
+def counting_reference(trainer) -> list[int]:
+    """Counts the times ``trainer`` runs its frozen reference (each entry into ``Reference.active``)."""
+    entries, active = [], trainer.reference.active
+    trainer.reference.active = lambda model: (entries.append(1), active(model))[1]
+    return entries
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_the_reference_forward_is_skipped_while_the_policy_is_the_reference(tmp_path, finetune):
+    """Issue 21's time box: at the first update the trainable weights are those the reference was built from, so the
+    reference's log-probabilities are the policy's own. Its forward is skipped then (a quarter of an update), and the
+    update lands on the same weights as one that runs it; once the policy has moved, the reference runs again."""
+    model = ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=4)
+    skipping, running = (GRPOTrainer(config(tmp_path / name, model=model, kl_coef=0.1), reward_fn=parity_reward, progress=False)
+                         for name in ("a", "b"))
+    running.policy_is_reference = False  # as though it had moved: the reference runs, as it did before the skip
+    skipped, ran = counting_reference(skipping), counting_reference(running)
+    group = skipping.rollout(skipping.next_tasks())[0]
+    samples = list(zip(group, [1.0, -1.0, 0.5, -0.5]))
+    first = skipping.update(samples)
+    assert not skipped and first["kl"] == 0.0
+    assert running.update(samples)["kl"] == 0.0 and ran  # the reference's log-probs are the policy's, bit for bit
+    for p, q in zip(skipping.params, running.params):
+        assert torch.equal(p, q)
+    assert not skipping.policy_is_reference
+    assert skipping.update(samples)["kl"] > 0 and skipped  # the policy moved: KL is measured against the reference
+    for t in (skipping, running):
+        t.close()
+
+
 @pytest.mark.parametrize("finetune", ["full", "lora"])
 def test_two_steps_equal_one_step_save_resume_one_step(tmp_path, finetune):
     model = ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=4)

@@ -140,6 +140,10 @@ class GRPOTrainer:
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
+        # whether the trainable weights are those the reference was built from (a fresh start, or a roll back to
+        # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
+        # quarter of an update (issue 21: in a 30-minute box a roll back to the start is common)
+        self.policy_is_reference = True
         self.params = trainable_parameters(self.model)
         self.optimizer, self.scheduler = self._fresh_optimizer()
         # the starting weights, for a roll back to candidate 0 (the trainable ones: all, or the LoRA adapters)
@@ -197,6 +201,7 @@ class GRPOTrainer:
             self.model.load_state_dict(saved.state_dict())
         state = restore_training_state(ckpt, self.optimizer, self.scheduler)
         self.step, self.position = state["step"], state["position"]
+        self.policy_is_reference = False  # a checkpoint is a step's weights
 
     def _fresh_optimizer(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
         cfg = self.cfg
@@ -226,6 +231,7 @@ class GRPOTrainer:
                 for param, start in zip(self.params, self._start):
                     param.copy_(start)
             self.optimizer, self.scheduler = self._fresh_optimizer()
+            self.policy_is_reference = True
         else:
             self._load(checkpoint_dir(self.run_dir, best))
         self.step, self.position = step, position
@@ -351,7 +357,8 @@ class GRPOTrainer:
         for chunk in chunks:
             self.optimizer.zero_grad(set_to_none=True)
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
-            cut, prefix, ref_prefix = self._shared_prefix(chunk)
+            at_reference = self.policy_is_reference
+            cut, prefix, ref_prefix = self._shared_prefix(chunk, with_reference=not at_reference)
             for start in range(0, len(chunk), cfg.micro_batch_size):
                 micro = chunk[start:start + cfg.micro_batch_size]
                 batch = pad_sequences([e.tokens.input_ids[cut:] for e, _ in micro], [e.tokens.loss_mask[cut:] for e, _ in micro],
@@ -366,7 +373,9 @@ class GRPOTrainer:
                     entropy = entropy.detach()
                 old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
                 ref_flat = None
-                if self.reference is not None:
+                if self.reference is not None and at_reference:
+                    ref_flat = flat.detach()
+                elif self.reference is not None:
                     with torch.no_grad(), self.reference.active(self.model) as ref_model:
                         ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix,
                                                           temperature=cfg.temperature)
@@ -393,6 +402,7 @@ class GRPOTrainer:
             rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
             self.optimizer.step()
             self.scheduler.step()
+            self.policy_is_reference = False
         out = {k: v / max(1, tokens_seen) for k, v in sums.items()}
         out["grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
         out["lr"] = sum(rates) / max(1, len(rates))
@@ -400,9 +410,11 @@ class GRPOTrainer:
         out["trained_tokens"] = float(tokens_seen)
         return out
 
-    def _shared_prefix(self, chunk: list[tuple[Episode, float]]) -> tuple[int, SharedPrefix | None, SharedPrefix | None]:
+    def _shared_prefix(self, chunk: list[tuple[Episode, float]], with_reference: bool = True
+                       ) -> tuple[int, SharedPrefix | None, SharedPrefix | None]:
         """The token count every sequence of ``chunk`` shares before its first target, and that prefix encoded
-        once by the policy (with gradients) and by the reference (without); (0, None, None) when not shared."""
+        once by the policy (with gradients) and, ``with_reference``, by the reference (without); (0, None, None)
+        when not shared."""
         cfg = self.cfg
         cut = prefix_to_share([e.tokens.input_ids for e, _ in chunk], [e.tokens.loss_mask for e, _ in chunk],
                               enabled=cfg.share_prefix and not cfg.model.gradient_checkpointing)
@@ -410,7 +422,7 @@ class GRPOTrainer:
             return 0, None, None
         ids = chunk[0][0].tokens.input_ids[:cut]
         ref_prefix = None
-        if self.reference is not None:
+        if self.reference is not None and with_reference:
             with torch.no_grad(), self.reference.active(self.model) as ref_model:
                 ref_prefix = encode_prefix(ref_model, ids, bf16=cfg.model.bf16)
         return cut, encode_prefix(self.model, ids, bf16=cfg.model.bf16), ref_prefix
