@@ -76,6 +76,10 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     # a control reused from another GRPO run of the same cold start says so, with both budgets
     reused = {**saved, "training": {**train, "control": {**train["control"], "cpu_time_limit_minutes": 1.25 * train["grpo"]["cpu_minutes"]}}}
     assert "NOT matched: its budget was" in results_markdown(reused) and "matched to GRPO's" not in results_markdown(reused)
+    # and one trained on a host busier than GRPO's (its CPU time bought other compute) says that too
+    assert train["grpo"]["others_cpus"] is not None and train["control"]["others_cpus"] is not None
+    busy = {**saved, "training": {**train, "grpo": {**train["grpo"], "others_cpus": 0.0}, "control": {**train["control"], "others_cpus": 1.1}}}
+    assert "NOT matched: other processes kept 1.1 CPUs busy during the control and 0.0 during GRPO" in results_markdown(busy)
     assert train["control"]["steps"] >= 1
     # a step whose validation fell past rollback_below is named, with the candidate the run went back to
     assert train["grpo"]["rolled_back"] == []  # the pilot's validation (0 of 2 at every candidate) never fell

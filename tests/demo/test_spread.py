@@ -44,6 +44,18 @@ def test_mean_range_and_the_kinds_that_fell_are_computed_by_hand():
     b["by_group"]["level 2"]["n"] = 13
     assert "| level 2 | 10 | seed 0, fp32 |" in spread_markdown(spread([a, b])) and "| level 2 | 13 | seed 1, bf16 |" in spread_markdown(spread([a, b]))
 
+    # a run whose control trained on a busier host than its GRPO (run 14) is shown but left out of the mean
+    c = fake_run(2, "bf16", (0.100, 17, 2, 0.00073), 0.053, {"level 1": (1.0, 1.0)})
+    c["training"] = {"grpo": {"others_cpus": 0.02}, "control": {"others_cpus": 1.0}}
+    uneven = spread([a, b, c])
+    assert [r["control_load_matched"] for r in uneven["runs"]] == [True, True, False]
+    assert uneven["deltas"]["rl_minus_control"] == pytest.approx({"mean": 0.0335, "min": -0.020, "max": 0.087, "n_runs": 2})
+    assert uneven["deltas"]["rl_minus_sft"]["n_runs"] == 3
+    md = spread_markdown(uneven)
+    assert "(control NOT matched: other host load; not in the mean)" in md and "range [-2.0, +8.7] over 2 runs" in md
+    alone = spread([c])
+    assert alone["criteria"]["mean_rl_minus_control_positive"] is None and "n/a (no matched control)" in spread_markdown(alone)
+
     good = spread([a])
     assert good["criteria"] == {"every_run_rl_minus_sft": True, "mean_rl_minus_control_positive": True, "no_kind_drops": True}
 
@@ -57,7 +69,7 @@ def test_pilot_seeds_run_each_in_its_own_directory_and_write_one_table(tmp_path)
         assert results["config"]["seed"] == seed and results["precision"] == "fp32"
     assert summary["deltas"]["rl_minus_sft"]["n_runs"] == 2 and "rl_minus_control" not in summary["deltas"]
     md = (tmp_path / "spread" / "spread.md").read_text()
-    assert md.startswith("PILOT") and "n/a (no control)" in md
+    assert md.startswith("PILOT") and "n/a (no matched control)" in md
     assert json.loads((tmp_path / "spread" / "spread.json").read_text())["criteria"] == summary["criteria"]
     with pytest.raises(Exception, match="distinct seeds"):
         demo_run.run_seeds(cfg, [0, 0], progress=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from muarl.demo.config import DemoConfig
+from muarl.demo.host_load import uneven_load
 from muarl.evals.paired import compare
 from muarl.models.precision import use_bf16
 from muarl.rollout.store import atomic_write_text
@@ -153,6 +154,10 @@ def results_markdown(results: dict[str, Any]) -> str:
         # a control kept from another run of the same cold start (a stage reused on resume) had that run's budget
         matched = (f"matched to GRPO's {g['cpu_minutes']:.1f} CPU min" if abs(budget - g["cpu_minutes"]) <= 0.01 * g["cpu_minutes"]
                    else f"NOT matched: its budget was {budget:.1f} CPU min, this GRPO's {g['cpu_minutes']:.1f}")
+        uneven = uneven_load(g, c)
+        if uneven is not None:  # CPU time buys more or fewer SFT steps on a busier host: the budget is not the same compute
+            matched += (f"; NOT matched: other processes kept {uneven[1]:.1f} CPUs busy during the control and "
+                        f"{uneven[0]:.1f} during GRPO: rerun the control on a host as busy as GRPO's")
         lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min, "
                      f"{c['cpu_minutes']:.1f} CPU min ({matched}; GRPO took {g['minutes']:.1f} min), "
                      f"loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")

@@ -27,6 +27,7 @@ from typing import Any
 from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import DemoConfig
+from muarl.demo.host_load import HostLoad
 from muarl.demo.report import assemble, write_results
 from muarl.demo.spread import write_spread
 from muarl.rollout.store import atomic_write_text
@@ -38,16 +39,18 @@ FREE_ON_RESUME = {"grpo_minutes", "grpo_steps"}  # budgets a resumed run may cha
 
 
 def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
-    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes and the process's
-    CPU minutes over all threads (unless the stage reports its own)."""
+    """Run a stage into OUT/name unless its stage.json exists; record its wall-clock minutes, the process's
+    CPU minutes over all threads (unless the stage reports its own) and the CPUs other processes kept busy
+    meanwhile (``others_cpus``: a control is matched to GRPO's CPU time only on an equally busy host)."""
     marker = out / name / STAGE_FILE
     if marker.exists():
         log.info("stage %s: done before, skipped", name)
         return json.loads(marker.read_text(encoding="utf-8"))
     log.info("stage %s: running", name)
     (out / name).mkdir(parents=True, exist_ok=True)
-    t0, cpu0 = time.monotonic(), time.process_time()
+    t0, cpu0, load = time.monotonic(), time.process_time(), HostLoad.start()
     result = fn(out / name)
+    result["others_cpus"] = load.others()
     result.setdefault("minutes", (time.monotonic() - t0) / 60)  # a resumable stage (GRPO) counts its earlier attempts itself
     result.setdefault("cpu_minutes", (time.process_time() - cpu0) / 60)
     atomic_write_text(marker, json.dumps(result, indent=1) + "\n")

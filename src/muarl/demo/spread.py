@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from muarl.demo.host_load import uneven_load
 from muarl.rollout.store import atomic_write_text
 
 DROP_FLAG = 0.10  # a kind of task whose success falls by more than this from the cold start is flagged
@@ -76,9 +77,13 @@ def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": [], "deltas": {}, "kinds": {}, "criteria": {}}
     for r in runs:
         out["runs"].append({"label": run_label(r), "out": r["config"]["out"], "pilot": r["pilot"],
+                            "control_load_matched": control_load_matched(r),
                             **{name: r["deltas"].get(name) for name, _ in COMPARED}})
     for name, _ in COMPARED:
-        values = [d["delta"] for d in (r["deltas"].get(name) for r in runs) if d and d["delta"] is not None]
+        # a control trained on a host busier or quieter than GRPO's got other compute for the same CPU time: its
+        # comparison is shown, not averaged
+        values = [d["delta"] for d, row in ((r["deltas"].get(name), row) for r, row in zip(runs, out["runs"]))
+                  if d and d["delta"] is not None and (name != "rl_minus_control" or row["control_load_matched"])]
         if values:
             out["deltas"][name] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n_runs": len(values)}
     for r in runs:
@@ -97,6 +102,13 @@ def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "no_kind_drops": not any(run["flagged"] for k in out["kinds"].values() for run in k["runs"]),
     }
     return out
+
+
+def control_load_matched(results: dict[str, Any]) -> bool:
+    """False when the run's control ran on a host busier or quieter than its GRPO stage (``host_load``); True
+    otherwise, including runs recorded before the load was."""
+    train = results.get("training", {})
+    return "control" not in train or uneven_load(train["grpo"], train["control"]) is None
 
 
 def _pts(value: float | None) -> str:
@@ -119,11 +131,14 @@ def spread_markdown(summary: dict[str, Any]) -> str:
     lines = ["PILOT (smoke runs of the pipeline; their numbers measure nothing)", ""] if pilot else []
     lines += ["| run | RL - SFT (gained/lost, McNemar p) [paired 95% CI] | RL - control (gained/lost, McNemar p) [paired 95% CI] |",
               "| --- | --- | --- |"]
-    lines += [f"| {r['label']} | {delta_cell(r['rl_minus_sft'])} | {delta_cell(r['rl_minus_control'])} |" for r in summary["runs"]]
+    lines += [f"| {r['label']} | {delta_cell(r['rl_minus_sft'])} | {delta_cell(r['rl_minus_control'])}"
+              f"{'' if r.get('control_load_matched', True) else ' (control NOT matched: other host load; not in the mean)'} |"
+              for r in summary["runs"]]
     cells = []
     for name, _ in COMPARED:
         d = summary["deltas"].get(name)
-        cells.append("n/a" if d is None else f"mean {_pts(d['mean'])}, range [{_pts(d['min'])}, {_pts(d['max'])}]")
+        over = "" if d is None or d["n_runs"] == len(summary["runs"]) else f" over {d['n_runs']} runs"
+        cells.append("n/a" if d is None else f"mean {_pts(d['mean'])}, range [{_pts(d['min'])}, {_pts(d['max'])}]{over}")
     runs = len(summary["runs"])
     lines += [f"| across {runs} run{'s' if runs != 1 else ''} | {cells[0]} | {cells[1]} |", ""]
     lines += ["| held-out tasks | n | run | cold-start SFT | RL | control | RL - SFT |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
@@ -133,7 +148,7 @@ def spread_markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| {kind} | {run['n']} | {run['label']} | {pct(run['sft'])} | {pct(run['rl'])} | {pct(run['control'])} | "
                          f"{_pts(run['change'])}{flag} |")
     c = summary["criteria"]
-    verdict = {True: "yes", False: "NO", None: "n/a (no control)"}
+    verdict = {True: "yes", False: "NO", None: "n/a (no matched control)"}
     lines += ["", f"- every run RL - SFT >= +{100 * MIN_GAIN:.0f} points with McNemar p < {MAX_P}: {verdict[c['every_run_rl_minus_sft']]}",
               f"- mean RL - control > 0: {verdict[c['mean_rl_minus_control_positive']]}",
               f"- no kind of held-out task falls by more than {100 * DROP_FLAG:.0f} points from the cold start in any run: "
