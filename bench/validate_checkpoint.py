@@ -17,10 +17,11 @@ import tempfile
 from pathlib import Path
 
 from muarl.demo.stages import solved_by_group, task_group
+from muarl.domains import load_domain
 from muarl.evals.paired import success_rates
 from muarl.train.config import GRPOConfig
 from muarl.train.selection import Selection
-from muarl.train.trainer import GRPOTrainer
+from muarl.train.trainer import validate_model
 
 
 def main() -> None:
@@ -30,13 +31,9 @@ def main() -> None:
     args = p.parse_args()
     cfg = GRPOConfig.load(args.run / "config.yaml")
     with tempfile.TemporaryDirectory() as scratch:
-        model = cfg.model.model_copy(update={"name": args.model})
-        trainer = GRPOTrainer(cfg.model_copy(update={"out": scratch, "model": model, "plot": False}), progress=False)
-        try:
-            episodes = trainer.validation_episodes()
-        finally:
-            trainer.close()
-    kinds = {t.id: task_group(t) for t in trainer.val_tasks}
+        episodes, _ = validate_model(cfg, args.model, Path(scratch))
+    tasks = {t.id: t for t in load_domain(cfg.domain).tasks(cfg.split)}
+    kinds = {e.task_id: task_group(tasks[e.task_id]) for e in episodes}
     print(json.dumps({
         "model": args.model, "val_tasks": len(episodes), "success": sum(e.succeeded for e in episodes) / len(episodes),
         "by_kind": solved_by_group(success_rates(episodes), kinds),

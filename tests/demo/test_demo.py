@@ -87,7 +87,13 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert "step 1 fell, not built on: the next started from the cold start" in results_markdown(fell)
     lost = {**saved, "training": {**train, "grpo": {**train["grpo"], "rolled_back": [{"step": 2, "to": 1, "lost": ["difficulty=2,changes_mind=False"]}]}}}
     assert "step 2 lost difficulty=2,changes_mind=False, not built on: the next started from step 1" in results_markdown(lost)
-    assert saved["stages"]["control"]["model"].startswith(str(tmp_path / "demo" / "control"))
+    # the control's model is chosen as GRPO's was, on the same tasks: the cold start (GRPO's own record of it) or
+    # its last weights (GRPO validated one step); the pilot's 0 of 2 everywhere keeps the earlier, the cold start
+    control = train["control"]
+    assert [r["step"] for r in control["validation"]] == [0, 1] and control["validation"][0] == {**grpo["validation"][0], "seconds": 0.0, "cpu_seconds": 0.0}
+    assert control["candidates"] == {"1": control["last_model"]} and control["last_model"].startswith(str(tmp_path / "demo" / "control"))
+    assert control["model"] == (train["sft"]["model"] if control["chosen_step"] == 0 else control["last_model"])
+    assert saved["stages"]["control"]["model"] == control["model"] and "- control model: " in (tmp_path / "demo" / "results.md").read_text()
     for figure in ("success.png", "grpo/training_dynamics.png"):
         assert (tmp_path / "demo" / figure).stat().st_size > 1000
     groups = saved["by_group"]
@@ -192,9 +198,14 @@ def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_p
     assert step_one["cpu_seconds"] > 0 and resumed["cpu_minutes"] >= (step_one["cpu_seconds"] + step_two["cpu_seconds"]) / 60
 
 
+def test_the_controls_candidates_sit_at_the_cpu_time_grpo_had_spent_by_each_validated_step():
+    rows = [{"step": 1, "cpu_seconds": 60.0}, {"step": 2, "cpu_seconds": 120.0}, {"step": 3, "cpu_seconds": 30.0}]
+    assert stages.control_marks(rows, [1, 3]) == {1: 1.0, 3: 3.5}
+
+
 def test_the_control_is_matched_by_cpu_time_not_by_wall_minutes():
     """A GRPO stage on a busy machine spends many wall minutes and few CPU minutes; the control gets the CPU
     minutes. A GRPO stage recorded without CPU time is refused in one line, never matched by a guess."""
-    assert demo_run.grpo_cpu_minutes({"minutes": 30.0, "cpu_minutes": 12.5}) == 12.5
+    assert stages.grpo_cpu_minutes({"minutes": 30.0, "cpu_minutes": 12.5}) == 12.5
     with pytest.raises(ConfigError, match="predates CPU-time matching"):
-        demo_run.grpo_cpu_minutes({"minutes": 30.0})
+        stages.grpo_cpu_minutes({"minutes": 30.0})

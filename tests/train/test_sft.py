@@ -182,3 +182,30 @@ def test_a_cpu_time_limit_stops_on_the_process_clock_not_the_wall_clock(tmp_path
     assert len(rows) == 1 and rows[0]["cpu_seconds"] > 0 and rows[0]["seconds"] > 0
     monkeypatch.setattr(sft_module.time, "process_time", lambda: 0.0)
     assert len(run("frozen")) == 3
+
+
+def test_models_are_saved_after_the_steps_that_cross_the_cpu_marks_and_the_last_only_once(tmp_path, monkeypatch):
+    """The demo's control is validated at the CPU time GRPO had spent by each of its validated steps. With a process
+    clock that advances one minute per step: marks at 1.5 and 2.5 minutes and a 3-minute budget save the model after
+    step 2; step 3 crosses the second mark and the budget, so its weights are the final model, saved once."""
+    import muarl.train.sft as sft_module
+    from muarl.demo.stages import control_candidate
+
+    clock, real = [0.0], sft_module.backward_nll
+
+    def one_minute_a_step(*args, **kwargs):
+        clock[0] += 60.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sft_module, "backward_nll", one_minute_a_step)
+    monkeypatch.setattr(sft_module.time, "process_time", lambda: clock[0])
+    data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION] * 3)
+    cfg = SFTConfig(data=str(data), out=str(tmp_path / "run"), epochs=10, lr=1e-3, pack_length=4096, cpu_time_limit_minutes=3.0,
+                    save_at_cpu_minutes=[2.5, 1.5], model=ModelConfig(name="tiny-random", precision="fp32"))
+    final = run_sft(cfg, progress=False)
+    rows = read_metrics(tmp_path / "run")
+    assert [r["cpu_minutes_so_far"] for r in rows] == [1.0, 2.0, 3.0]
+    assert sorted(p.name for p in (tmp_path / "run").glob("model*")) == ["model", "model-step-000002"]
+    assert control_candidate(tmp_path / "run", rows, 1.5) == str((tmp_path / "run" / "model-step-000002").resolve())
+    assert control_candidate(tmp_path / "run", rows, 2.5) == str(final.resolve())
+    load_causal_lm(control_candidate(tmp_path / "run", rows, 1.5))  # a whole model, as the final one

@@ -63,6 +63,10 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 # kinds gained, a fall of 9.4 points overall, so the run built on it and its next step fell to 48.4% (run 13,
 # docs/benchmarks.md). Broken first steps lost 6-10 of 16 level-2 tasks (runs 5, 6, 8, 12, 13); the healthy candidates
 # whose kinds are recorded (run 11's, run 13's step 3) stayed within 2 of 16 of the cold start on every kind.
+#
+# The control is chosen the same way, on the same tasks, among the cold start and its weights at the CPU time GRPO
+# had spent by each validated step (muarl.demo.stages.stage_control): more SFT is not monotone here (run 14's control:
+# 68.0% after 18 steps, 52.7% after 23), so a control handed its last step would be judged by where its budget ended.
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,

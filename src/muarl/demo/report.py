@@ -161,6 +161,11 @@ def results_markdown(results: dict[str, Any]) -> str:
         lines.append(f"- control: {c['steps']} more SFT steps over {c['conversations']} new demonstrations in {c['minutes']:.1f} min, "
                      f"{c['cpu_minutes']:.1f} CPU min ({matched}; GRPO took {g['minutes']:.1f} min), "
                      f"loss {c['first_loss']:.3f} -> {c['last_loss']:.3f}")
+        if "chosen_step" in c:
+            curve = ", ".join(f"{'start' if r['step'] == 0 else 'at step ' + str(r['step'])} {_pct(r['success'])}" for r in c["validation"])
+            chosen = "the cold start" if c["chosen_step"] == 0 else f"its weights at GRPO's step {c['chosen_step']} CPU time"
+            lines.append(f"- control model: {chosen}, chosen as GRPO's was on the same held-out train tasks ({curve}; "
+                         f"{c['validation_minutes']:.1f} min of validation, outside its budget)")
     m = results["machine"]
     flags = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "avx2") if f in m["cpu_flags"])
     lines.append(f"- total {results['total_minutes']:.1f} min on {m['cpus']} CPUs ({flags or 'no AVX2'}; {m['platform']}, torch {m['torch']}), "

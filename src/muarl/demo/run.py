@@ -58,15 +58,6 @@ def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dic
     return result
 
 
-def grpo_cpu_minutes(grpo: dict[str, Any]) -> float:
-    """The CPU minutes the control is matched to; a GRPO stage recorded before CPU time was (it has only wall
-    minutes) cannot be matched fairly, so it is refused in words rather than guessed."""
-    if "cpu_minutes" not in grpo:
-        raise ConfigError("the GRPO stage of this run predates CPU-time matching (its stage.json has no cpu_minutes): "
-                          "delete OUT/grpo and OUT/eval_rl and resume, to rerun GRPO and then train the control")
-    return grpo["cpu_minutes"]
-
-
 def check_out_dir(cfg: DemoConfig, resume: bool) -> Path:
     """A new run needs an unused OUT; a resumed one the same settings (only the GRPO budget may change)."""
     out = Path(cfg.out)
@@ -100,7 +91,7 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
     done["eval_rl"] = run_stage(out, "eval_rl", lambda d: st.evaluate_model(done["grpo"]["model"], eval_tasks, cfg, d, resume, progress, "eval RL"))
     if cfg.control:
         done["control"] = run_stage(out, "control", lambda d: st.stage_control(
-            cfg, d, sft_model, out / "synth" / st.CONTROL_DEMOS, grpo_cpu_minutes(done["grpo"]), progress))
+            cfg, d, sft_model, out / "synth" / st.CONTROL_DEMOS, done["grpo"], out / "grpo", done["synth"]["grpo_task_ids"], progress))
         done["eval_control"] = run_stage(out, "eval_control", lambda d: st.evaluate_model(
             done["control"]["model"], eval_tasks, cfg, d, resume, progress, "eval control"))
     results = assemble(cfg, done, [t.id for t in eval_tasks], [t.id for t in base_tasks], {t.id: st.task_group(t) for t in eval_tasks})

@@ -177,7 +177,7 @@ def stage_eval_base(cfg: DemoConfig, stage: Path, resume: bool, progress: bool) 
 
 # ---------------------------------------------------------------------------- training
 def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs: float,
-         max_steps: int | None, cpu_minutes: float | None, progress: bool) -> dict[str, Any]:
+         max_steps: int | None, cpu_minutes: float | None, progress: bool, save_at: list[float] | None = None) -> dict[str, Any]:
     from muarl.train.config import ModelConfig, SFTConfig
     from muarl.train.plot import read_metrics
     from muarl.train.sft import run_sft
@@ -185,6 +185,7 @@ def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs
     shutil.rmtree(stage / "run", ignore_errors=True)  # an interrupted SFT starts over: it is a short stage
     sft_cfg = SFTConfig(data=str(data), out=str(stage / "run"), seed=cfg.seed, epochs=epochs, lr=lr,
                         pack_length=cfg.context * 2, max_steps=max_steps, cpu_time_limit_minutes=cpu_minutes,
+                        save_at_cpu_minutes=save_at or [],
                         model=ModelConfig(name=model, precision=cfg.precision, finetune="full"))
     model_dir = run_sft(sft_cfg, progress=progress)
     rows = read_metrics(stage / "run")
@@ -199,15 +200,80 @@ def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool) -> dict
     return _sft(cfg, stage, demos, cfg.model, cfg.sft_lr, cfg.sft_epochs, cfg.sft_max_steps, None, progress)
 
 
-def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, cpu_minutes: float, progress: bool) -> dict[str, Any]:
+def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, grpo: dict[str, Any], grpo_dir: Path,
+                  task_ids: list[str], progress: bool) -> dict[str, Any]:
     """The compute-matched control: the cold-start model trained further by SFT, on demonstrations it has not
     seen, for the CPU time GRPO's process spent (all threads). If RL beats it, the gain is RL's, not more
     training's. CPU time, not wall minutes: on a machine other jobs share, GRPO's wall minutes buy less compute
     than the same minutes on an idle one (issue 21: a control given a busy GRPO's wall minutes on an idle CPU got
-    33 SFT steps where an idle run's got 21)."""
+    33 SFT steps where an idle run's got 21).
+
+    When GRPO chose its model on validation, so does the control, by the same rule on the same held-out train
+    tasks: its candidates are the cold start (GRPO's own record of it) and its weights at the CPU time GRPO had
+    spent by each validated step (the last being the whole budget). A control handed only its last step is not
+    a fair yardstick: issue 21's run 14 showed SFT here is not monotone in its steps (18 steps 68.0%, 23 steps
+    52.7% on the held-out tasks), so where its budget happened to end would decide RL - control."""
+    from muarl.train.plot import read_metrics
+
     if not demos.read_text(encoding="utf-8").strip():
         raise ConfigError("no demonstrations left for the control (every accepted one went to the cold start)")
-    return _sft(cfg, stage, demos, sft_model, cfg.control_lr or cfg.sft_lr, 1000.0, None, cpu_minutes, progress)
+    validated = [r["step"] for r in grpo.get("validation", []) if r["step"] > 0]
+    spent = control_marks(read_metrics(grpo_dir), validated) if validated else {}
+    started, cpu_started = time.monotonic(), time.process_time()
+    result = _sft(cfg, stage, demos, sft_model, cfg.control_lr or cfg.sft_lr, 1000.0, None, grpo_cpu_minutes(grpo), progress,
+                  save_at=[spent[k] for k in validated[:-1]])
+    # its training's minutes, as GRPO's exclude validation
+    result.update(minutes=(time.monotonic() - started) / 60, cpu_minutes=(time.process_time() - cpu_started) / 60)
+    if not validated:
+        return result
+    from muarl.train.selection import Selection
+    from muarl.train.trainer import validate_model
+
+    rows = read_metrics(stage / "run")
+    candidates = {k: control_candidate(stage / "run", rows, spent[k]) for k in validated[:-1]}
+    candidates[validated[-1]] = result["model"]
+    selection = Selection(metric=grpo.get("select_on", "success"), kind_fall_limit=cfg.grpo_fields.get("kind_fall_limit"))
+    start = next((r for r in grpo["validation"] if r["step"] == 0), None)
+    if start is not None:  # the cold start, scored by GRPO on these tasks: the same greedy episodes
+        selection.add(0, start["success"], start["reward"], 0.0, 0.0, start.get("kinds"))
+    else:  # GRPO's validation of it scored no episode (every one errored): try again
+        candidates = {0: sft_model, **candidates}
+    settings = grpo_config(cfg, stage / "validation", sft_model, task_ids)
+    for k, model in candidates.items():
+        _, record = validate_model(settings, model, stage / "validation", progress)
+        if record is not None:
+            selection.add(k, record["success"], record["reward"], record["seconds"], record["cpu_seconds"], record["kinds"])
+    chosen = selection.best_step if selection.best_step is not None else validated[-1]  # none scored: its last weights
+    seconds, cpu_seconds = selection.seconds()
+    return {**result, "model": sft_model if chosen == 0 else candidates[chosen], "last_model": result["model"],
+            "chosen_step": chosen, "candidates": {str(k): v for k, v in candidates.items() if k}, "validation": selection.history,
+            "validation_minutes": seconds / 60, "validation_cpu_minutes": cpu_seconds / 60}
+
+
+def grpo_cpu_minutes(grpo: dict[str, Any]) -> float:
+    """The CPU minutes the control is matched to; a GRPO stage recorded before CPU time was (it has only wall
+    minutes) cannot be matched fairly, so it is refused in words rather than guessed."""
+    if "cpu_minutes" not in grpo:
+        raise ConfigError("the GRPO stage of this run predates CPU-time matching (its stage.json has no cpu_minutes): "
+                          "delete OUT/grpo and OUT/eval_rl and resume, to rerun GRPO and then train the control")
+    return grpo["cpu_minutes"]
+
+
+def control_marks(grpo_rows: list[dict[str, Any]], validated: list[int]) -> dict[int, float]:
+    """The CPU minutes GRPO's steps had spent by each validated step (rollouts and updates: ``cpu_seconds``)."""
+    cumulative, total = {}, 0.0
+    for row in grpo_rows:
+        total += row.get("cpu_seconds", 0.0)
+        cumulative[int(row["step"])] = total / 60
+    return {k: cumulative[k] for k in validated}
+
+
+def control_candidate(run: Path, rows: list[dict[str, Any]], minutes: float) -> str:
+    """The control's weights saved after the step that crossed ``minutes`` of CPU time (its final model if that
+    was its last step), by the same rule ``run_sft`` saved them."""
+    crossing = next((int(r["step"]) for r in rows if r["cpu_minutes_so_far"] >= minutes), None)
+    saved = run / f"model-step-{crossing:06d}" if crossing is not None else None
+    return str((saved if saved is not None and saved.is_dir() else run / "model").resolve())
 
 
 def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]) -> Any:

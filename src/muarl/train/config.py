@@ -162,3 +162,6 @@ class SFTConfig(YamlConfig):
     time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much training time")
     cpu_time_limit_minutes: float | None = Field(None, gt=0, description="stop (and save) after the step that crosses this much "
                                                  "CPU time of the process (all threads): a budget other jobs on the machine do not shrink")
+    save_at_cpu_minutes: list[float] = Field(default_factory=list, description="also save the model (OUT/model-step-N) after the "
+                                             "step that crosses each of these CPU minutes, unless it is the last step: the points a "
+                                             "compared run was validated at (the demo's control at GRPO's steps)")

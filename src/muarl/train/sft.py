@@ -219,6 +219,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     warmup = cfg.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / warmup) if warmup else 1.0)
     metrics = MetricsWriter(out)
+    marks = sorted(cfg.save_at_cpu_minutes)  # those not crossed yet
     order = random.Random(f"{cfg.seed}/rows")
     stream: list[int] = []
     model.train()
@@ -240,16 +241,22 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
             # tokens of the conversations as trained on (a shared prefix counted once per row): the rate an
             # unshared run would need to match
             covered = sum(len(ids) for ids, _ in picked) + cut * len(picked)
+            cpu_spent = time.process_time() - cpu_started  # what the CPU budget and the save marks are checked against
             metrics.write(step, {"loss": loss, "grad_norm": grad_norm, "lr": lr,
                                  "supervised_tokens": float(supervised), "rows": float(len(picked)),
                                  "shared_prefix_tokens": float(cut), "tokens_per_s": covered / max(seconds, 1e-9),
-                                 "seconds": seconds, "cpu_seconds": time.process_time() - cpu0})
-            if cfg.save_every and step % cfg.save_every == 0 and step < total_steps:
+                                 "seconds": seconds, "cpu_seconds": time.process_time() - cpu0, "cpu_minutes_so_far": cpu_spent / 60})
+            out_of_time = cfg.time_limit_minutes is not None and time.perf_counter() - started >= 60 * cfg.time_limit_minutes
+            out_of_cpu = cfg.cpu_time_limit_minutes is not None and cpu_spent >= 60 * cfg.cpu_time_limit_minutes
+            last = step == total_steps or out_of_time or out_of_cpu  # its model is OUT/model
+            marks_crossed = [m for m in marks if 60 * m <= cpu_spent]
+            marks = marks[len(marks_crossed):]
+            if not last and ((cfg.save_every and step % cfg.save_every == 0) or marks_crossed):
                 save_full_model(model, tokenizer, out / f"model-step-{step:06d}")
-            if cfg.time_limit_minutes is not None and time.perf_counter() - started >= 60 * cfg.time_limit_minutes:
+            if out_of_time:
                 log.info("SFT time limit of %.1f min reached after %d of %d steps", cfg.time_limit_minutes, step, total_steps)
                 break
-            if cfg.cpu_time_limit_minutes is not None and time.process_time() - cpu_started >= 60 * cfg.cpu_time_limit_minutes:
+            if out_of_cpu:
                 log.info("SFT CPU-time limit of %.1f min reached after %d of %d steps", cfg.cpu_time_limit_minutes, step, total_steps)
                 break
     finally:

@@ -563,6 +563,28 @@ class GRPOTrainer:
             self._loop.close()
 
 
+def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = False) -> tuple[list[Episode], dict[str, Any] | None]:
+    """Any model's greedy validation on ``cfg``'s held-out train tasks, through the trainer's own code and draw
+    (its seed, split, ``val_holdout`` and ``stratify_by``): what ``select_checkpoint: best_val`` sees of a candidate.
+    For models the run did not train itself: the compute-matched SFT control's candidates, another run's checkpoint.
+    Returns the episodes and the candidate's record (``success``, ``reward``, ``seconds``, ``cpu_seconds``,
+    ``kinds``; None when no episode was scored). ``scratch`` is a directory nothing is started in."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    # no reference: validation never reads it, and it would copy the model
+    trainer = GRPOTrainer(cfg.model_copy(update={"out": str(scratch), "model": cfg.model.model_copy(update={"name": model}),
+                                                 "plot": False, "kl_coef": 0.0}), progress=progress)
+    try:
+        episodes = trainer.validation_episodes(f"validation of {Path(model).name}")
+    finally:
+        trainer.close()
+    stats = episode_metrics(episodes)
+    if "success_rate" not in stats:
+        return episodes, None
+    return episodes, {"success": stats["success_rate"], "reward": stats["reward_mean"], "seconds": time.perf_counter() - t0,
+                      "cpu_seconds": time.process_time() - cpu0,
+                      "kinds": trainer.success_by_kind(episodes) if cfg.stratify_by else None}
+
+
 def _progress(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:
     from tqdm import tqdm
 
