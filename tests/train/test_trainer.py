@@ -72,7 +72,7 @@ def counting_reference(trainer) -> list[int]:
 @pytest.mark.parametrize("finetune", ["full", "lora"])
 def test_the_reference_forward_is_skipped_while_the_policy_is_the_reference(tmp_path, finetune):
     """Issue 21's time box: at the first update the trainable weights are those the reference was built from, so the
-    reference's log-probabilities are the policy's own. Its forward is skipped then (a quarter of an update), and the
+    reference's log-probabilities are the policy's own. Its forward is skipped then (a fifth of an update's time), and the
     update lands on the same weights as one that runs it; once the policy has moved, the reference runs again."""
     model = ModelConfig(name="tiny-random", precision="fp32", finetune=finetune, lora_r=4)
     skipping, running = (GRPOTrainer(config(tmp_path / name, model=model, kl_coef=0.1), reward_fn=parity_reward, progress=False)

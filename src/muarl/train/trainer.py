@@ -142,7 +142,7 @@ class GRPOTrainer:
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         # whether the trainable weights are those the reference was built from (a fresh start, or a roll back to
         # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
-        # quarter of an update (issue 21: in a 30-minute box a roll back to the start is common)
+        # fifth of an update's time (issue 21: in a 30-minute box a roll back to the start is common)
         self.policy_is_reference = True
         self.params = trainable_parameters(self.model)
         self.optimizer, self.scheduler = self._fresh_optimizer()
