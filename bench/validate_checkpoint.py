@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 from muarl.demo.stages import solved_by_group, task_group
-from muarl.domains import load_domain
 from muarl.evals.paired import success_rates
 from muarl.train.config import GRPOConfig
 from muarl.train.selection import Selection
@@ -31,9 +30,9 @@ def main() -> None:
     args = p.parse_args()
     cfg = GRPOConfig.load(args.run / "config.yaml")
     with tempfile.TemporaryDirectory() as scratch:
-        episodes, _ = validate_model(cfg, args.model, Path(scratch))
-    tasks = {t.id: t for t in load_domain(cfg.domain).tasks(cfg.split)}
-    kinds = {e.task_id: task_group(tasks[e.task_id]) for e in episodes}
+        validation = validate_model(cfg, args.model, Path(scratch))
+    episodes = validation.episodes
+    kinds = {t.id: task_group(t) for t in validation.tasks}
     print(json.dumps({
         "model": args.model, "val_tasks": len(episodes), "success": sum(e.succeeded for e in episodes) / len(episodes),
         "by_kind": solved_by_group(success_rates(episodes), kinds),

@@ -82,8 +82,8 @@ def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for name, _ in COMPARED:
         # a control trained on a host busier or quieter than GRPO's got other compute for the same CPU time: its
         # comparison is shown, not averaged
-        values = [d["delta"] for d, row in ((r["deltas"].get(name), row) for r, row in zip(runs, out["runs"]))
-                  if d and d["delta"] is not None and (name != "rl_minus_control" or row["control_load_matched"])]
+        values = [row[name]["delta"] for row in out["runs"]
+                  if (row[name] or {}).get("delta") is not None and (name != "rl_minus_control" or row["control_load_matched"])]
         if values:
             out["deltas"][name] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n_runs": len(values)}
     for r in runs:

@@ -240,7 +240,7 @@ def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, grp
         candidates = {0: sft_model, **candidates}
     settings = grpo_config(cfg, stage / "validation", sft_model, task_ids)
     for k, model in candidates.items():
-        _, record = validate_model(settings, model, stage / "validation", progress)
+        record = validate_model(settings, model, stage / "validation", progress).record
         if record is not None:
             selection.add(k, record["success"], record["reward"], record["seconds"], record["cpu_seconds"], record["kinds"])
     chosen = selection.best_step if selection.best_step is not None else validated[-1]  # none scored: its last weights

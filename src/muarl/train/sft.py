@@ -249,7 +249,7 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
             out_of_time = cfg.time_limit_minutes is not None and time.perf_counter() - started >= 60 * cfg.time_limit_minutes
             out_of_cpu = cfg.cpu_time_limit_minutes is not None and cpu_spent >= 60 * cfg.cpu_time_limit_minutes
             last = step == total_steps or out_of_time or out_of_cpu  # its model is OUT/model
-            marks_crossed = [m for m in marks if 60 * m <= cpu_spent]
+            marks_crossed = [m for m in marks if m <= cpu_spent / 60]  # the logged cpu_minutes_so_far (control_candidate reads it)
             marks = marks[len(marks_crossed):]
             if not last and ((cfg.save_every and step % cfg.save_every == 0) or marks_crossed):
                 save_full_model(model, tokenizer, out / f"model-step-{step:06d}")

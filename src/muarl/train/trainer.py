@@ -38,7 +38,7 @@ import random
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -496,13 +496,20 @@ class GRPOTrainer:
         self.validation_seconds += seconds
         self.validation_cpu_seconds += cpu_seconds
         scalars = {f"val/{k}": v for k, v in stats.items() if k in ("reward_mean", "success_rate", "turns_per_episode", "tool_error_rate")}
-        if self.selection is not None and "success_rate" in stats:
-            # a candidate none of whose episodes was scored (every one errored) is no candidate: errors are not 0s
-            kinds = self.success_by_kind(episodes) if self.cfg.stratify_by else None
-            self.selection.add(self.step, stats["success_rate"], stats["reward_mean"], seconds, cpu_seconds, kinds)
+        record = self.candidate_record(episodes, stats)
+        if self.selection is not None and record is not None:
+            self.selection.add(self.step, record["success"], record["reward"], seconds, cpu_seconds, record["kinds"])
             if self.cfg.kind_fall_limit is not None:
                 scalars["val/kinds_lost"] = float(len(self.selection.lost_kinds(self.step)))
         return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
+
+    def candidate_record(self, episodes: list[Episode], stats: dict[str, float]) -> dict[str, Any] | None:
+        """What a validation tells the checkpoint choice of a candidate: its success, mean reward and success per
+        kind; None when no episode was scored (every one errored): errors are not 0s."""
+        if "success_rate" not in stats:
+            return None
+        return {"success": stats["success_rate"], "reward": stats["reward_mean"],
+                "kinds": self.success_by_kind(episodes) if self.cfg.stratify_by else None}
 
     def success_by_kind(self, episodes: list[Episode]) -> dict[str, float]:
         """Validation success per kind of task (``stratify_by``), over the scored episodes, keyed like
@@ -563,12 +570,20 @@ class GRPOTrainer:
             self._loop.close()
 
 
-def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = False) -> tuple[list[Episode], dict[str, Any] | None]:
+class Validation(NamedTuple):
+    """A model's greedy validation: the held-out tasks, their episodes, and the candidate's record
+    (:meth:`GRPOTrainer.candidate_record` with ``seconds`` and ``cpu_seconds``; None when no episode was scored)."""
+
+    tasks: list[Task]
+    episodes: list[Episode]
+    record: dict[str, Any] | None
+
+
+def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = False) -> Validation:
     """Any model's greedy validation on ``cfg``'s held-out train tasks, through the trainer's own code and draw
     (its seed, split, ``val_holdout`` and ``stratify_by``): what ``select_checkpoint: best_val`` sees of a candidate.
     For models the run did not train itself: the compute-matched SFT control's candidates, another run's checkpoint.
-    Returns the episodes and the candidate's record (``success``, ``reward``, ``seconds``, ``cpu_seconds``,
-    ``kinds``; None when no episode was scored). ``scratch`` is a directory nothing is started in."""
+    ``scratch`` is a directory nothing is started in."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     # no reference: validation never reads it, and it would copy the model
     trainer = GRPOTrainer(cfg.model_copy(update={"out": str(scratch), "model": cfg.model.model_copy(update={"name": model}),
@@ -577,12 +592,10 @@ def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = 
         episodes = trainer.validation_episodes(f"validation of {Path(model).name}")
     finally:
         trainer.close()
-    stats = episode_metrics(episodes)
-    if "success_rate" not in stats:
-        return episodes, None
-    return episodes, {"success": stats["success_rate"], "reward": stats["reward_mean"], "seconds": time.perf_counter() - t0,
-                      "cpu_seconds": time.process_time() - cpu0,
-                      "kinds": trainer.success_by_kind(episodes) if cfg.stratify_by else None}
+    record = trainer.candidate_record(episodes, episode_metrics(episodes))
+    if record is not None:
+        record.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - cpu0)
+    return Validation(trainer.val_tasks, episodes, record)
 
 
 def _progress(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:
