@@ -7,7 +7,7 @@ GRPO box (issue 21) that is step 1 of every run and every step after a roll back
 demo's shape: n episodes opening with the real clinic-lite system turn (593 SmolLM2 tokens) and each episode's own
 synthetic dialogue (``update_throughput_vs_trl.synthetic_episodes``). Both arms start every timed update from the same
 starting weights (so the skip is exact each time), alternating which goes first, after one untimed update each
-whose weights must be identical.
+whose weights must agree (up to the round-off a second forward of the same weights can add).
 
     OMP_WAIT_POLICY=PASSIVE python bench/update_at_reference.py [--sequences 8] [--repeats 3] [--tiny]
 """

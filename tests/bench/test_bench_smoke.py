@@ -79,7 +79,10 @@ def test_update_at_reference_times_both_arms_and_they_land_on_the_same_weights()
     out = bench("update_at_reference.py", "--tiny", "--repeats", "1", "--sequences", "3")
     assert out["domain"] == "clinic-lite" and out["loss_tokens"] > 0
     assert len(out["reference_forward"]["seconds"]) == len(out["skipped"]["seconds"]) == 1
-    assert out["max_weight_difference_after_one_update"] == 0.0 and out["kl"] == {"reference_forward": 0.0, "skipped": 0.0}
+    # the skip's KL is exactly 0; the reference's second forward of the same weights gives 0 up to round-off (seen: a KL
+    # of 1.6e-10 and weights 1.9e-6 apart in 1 of 8 runs)
+    assert out["kl"]["skipped"] == 0.0 and out["kl"]["reference_forward"] < 1e-8
+    assert out["max_weight_difference_after_one_update"] < 1e-4
 
 
 @pytest.mark.slow  # a pilot demo on the tiny model, then its GRPO stage again in the bench's process: ~20 s

@@ -83,9 +83,11 @@ def test_the_reference_forward_is_skipped_while_the_policy_is_the_reference(tmp_
     samples = list(zip(group, [1.0, -1.0, 0.5, -0.5]))
     first = skipping.update(samples)
     assert not skipped and first["kl"] == 0.0
-    assert running.update(samples)["kl"] == 0.0 and ran  # the reference's log-probs are the policy's, bit for bit
+    # the reference's own forward gives the policy's log-probs again, up to the round-off a second forward of the same
+    # weights may add (the bench saw a KL of 1.6e-10 in 1 of 8 runs); the skip's KL is exactly 0
+    assert running.update(samples)["kl"] < 1e-8 and ran
     for p, q in zip(skipping.params, running.params):
-        assert torch.equal(p, q)
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-5)
     assert not skipping.policy_is_reference
     assert skipping.update(samples)["kl"] > 0 and skipped  # the policy moved: KL is measured against the reference
     for t in (skipping, running):
