@@ -172,3 +172,17 @@ def test_score_on_test_evaluates_a_model_as_the_demo_did(tmp_path):
     assert list(out["against"]) == ["cold start"] and again["n_tasks"] == 4 and again["delta"] == 0.0
     assert again["only_a"] == again["only_b"] == 0 and again["by_kind"] == out["by_kind"]
     assert (tmp_path / "again" / "episodes.jsonl").is_file()
+
+
+def test_quick_cold_start_scores_each_candidate_length_from_one_sft_run(tmp_path):
+    out = bench("quick_cold_start.py", "--out", str(tmp_path / "cal"), "--steps", "1,2", "--sampled-tasks", "2",
+                "--set", "model=tiny-random", "--set", "precision=fp32", "--set", "sft_demos=3", "--set", "eval_tasks=2",
+                "--set", "base_eval_tasks=1", "--set", "max_new_tokens=8", "--set", "grpo={tasks_per_step: 1, group_size: 2}")
+    assert [c["sft_steps"] for c in out["candidates"]] == [1, 2]
+    assert out["config"]["model"] == "tiny-random" and out["config"]["group_size"] == 2
+    for c in out["candidates"]:
+        sampled = c["sampled"]
+        assert sampled["episodes"] + sampled["errored"] == 4 and sampled["groups"] == 2 and len(sampled["per_task"]) == 2
+        assert 0.0 <= sampled["success"] <= 1.0 and len(c["greedy_by_task"]) == 2
+    assert (tmp_path / "cal" / "sft" / "run" / "model-step-000001").is_dir()  # the shorter candidate's weights
+    assert json.loads((tmp_path / "cal" / "calibration.json").read_text()) == out

@@ -209,3 +209,26 @@ def test_models_are_saved_after_the_steps_that_cross_the_cpu_marks_and_the_last_
     assert control_candidate(tmp_path / "run", rows, 1.5) == str((tmp_path / "run" / "model-step-000002").resolve())
     assert control_candidate(tmp_path / "run", rows, 2.5) == str(final.resolve())
     load_causal_lm(control_candidate(tmp_path / "run", rows, 1.5))  # a whole model, as the final one
+
+
+def test_a_longer_runs_step_n_weights_are_an_n_step_runs(tmp_path):
+    """The quick form's calibration (bench/quick_cold_start.py) scores 3-, 6- and 9-step cold starts from one
+    9-step run saved every step: that holds only if the row order and learning rate of step N do not depend on the
+    run's length."""
+    other = {**CONVERSATION, "messages": [*CONVERSATION["messages"][:-1], {"role": "assistant", "content": "Done, it is found now."}]}
+    data = write_jsonl(tmp_path / "d.jsonl", [CONVERSATION, other, CONVERSATION, other, other])
+
+    def run(out: str, steps: int, save_every: int = 0) -> None:
+        run_sft(SFTConfig(data=str(data), out=str(tmp_path / out), epochs=10, lr=1e-3, pack_length=600, max_steps=steps,
+                          save_every=save_every, share_prefix=False, model=ModelConfig(name="tiny-random", precision="fp32")),
+                progress=False)
+
+    run("short", 2)
+    run("long", 4, save_every=1)
+    short, _ = load_causal_lm(str(tmp_path / "short" / "model"))
+    saved, _ = load_causal_lm(str(tmp_path / "long" / "model-step-000002"))
+    last, _ = load_causal_lm(str(tmp_path / "long" / "model"))
+    assert sorted(p.name for p in (tmp_path / "long").glob("model-step-*")) == [f"model-step-00000{i}" for i in (1, 2, 3)]
+    for (name, a), b, c in zip(short.state_dict().items(), saved.state_dict().values(), last.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert any(not torch.equal(a, c) for a, c in zip(short.state_dict().values(), last.state_dict().values()))

@@ -177,7 +177,8 @@ def stage_eval_base(cfg: DemoConfig, stage: Path, resume: bool, progress: bool) 
 
 # ---------------------------------------------------------------------------- training
 def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs: float,
-         max_steps: int | None, cpu_minutes: float | None, progress: bool, save_at: list[float] | None = None) -> dict[str, Any]:
+         max_steps: int | None, cpu_minutes: float | None, progress: bool, save_at: list[float] | None = None,
+         save_every: int = 0) -> dict[str, Any]:
     from muarl.train.config import ModelConfig, SFTConfig
     from muarl.train.plot import read_metrics
     from muarl.train.sft import run_sft
@@ -185,7 +186,7 @@ def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs
     shutil.rmtree(stage / "run", ignore_errors=True)  # an interrupted SFT starts over: it is a short stage
     sft_cfg = SFTConfig(data=str(data), out=str(stage / "run"), seed=cfg.seed, epochs=epochs, lr=lr,
                         pack_length=cfg.context * 2, max_steps=max_steps, cpu_time_limit_minutes=cpu_minutes,
-                        save_at_cpu_minutes=save_at or [],
+                        save_at_cpu_minutes=save_at or [], save_every=save_every,
                         model=ModelConfig(name=model, precision=cfg.precision, finetune="full"))
     model_dir = run_sft(sft_cfg, progress=progress)
     rows = read_metrics(stage / "run")
@@ -195,9 +196,11 @@ def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs
             "conversations": sum(int(r.get("rows", 0)) for r in rows)}
 
 
-def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool) -> dict[str, Any]:
-    """The cold start: ``sft_epochs`` over the demonstrations (the pilot-calibrated size)."""
-    return _sft(cfg, stage, demos, cfg.model, cfg.sft_lr, cfg.sft_epochs, cfg.sft_max_steps, None, progress)
+def stage_sft(cfg: DemoConfig, stage: Path, demos: Path, progress: bool, save_every: int = 0) -> dict[str, Any]:
+    """The cold start: ``sft_epochs`` over the demonstrations (the pilot-calibrated size). ``save_every`` also
+    keeps its weights every so many steps (``OUT/run/model-step-N``): a calibration pilot scores shorter cold
+    starts from one run (the learning rate is constant, so step N's weights are an N-step cold start's)."""
+    return _sft(cfg, stage, demos, cfg.model, cfg.sft_lr, cfg.sft_epochs, cfg.sft_max_steps, None, progress, save_every=save_every)
 
 
 def stage_control(cfg: DemoConfig, stage: Path, sft_model: str, demos: Path, grpo: dict[str, Any], grpo_dir: Path,
