@@ -75,9 +75,17 @@ FULL: dict[str, Any] = {
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
 # at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
+#
+# The cold start is 4 steps (of a 2-epoch schedule over 60 demonstrations), from the calibration pilot in
+# docs/benchmarks.md (bench/quick_cold_start.py): sampled at temperature 1 on GRPO's first 8 tasks, 3 steps succeeded
+# in 1 of 64 episodes (GRPO's one step then saw no signal and the RL model was the cold start), 4 steps in 18 of 64
+# (28%, the design note's 25-50%, every group of 8 carrying signal), 5, 6 and 9 steps in 56-58%. From that cold start
+# (greedy 50% on the 16 held-out tasks) one GRPO step of 16 episodes changed no greedy answer and two gained one task,
+# so the box is 6 minutes, two steps of about 2.5.
 QUICK: dict[str, Any] = {
-    "max_difficulty": 1, "max_turns": 6, "eval_tasks": 16, "base_eval_tasks": 4, "sft_demos": 60, "sft_epochs": 1.0, "sft_lr": 1e-4,
-    "grpo_minutes": 3.0, "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
+    "max_difficulty": 1, "max_turns": 6, "eval_tasks": 16, "base_eval_tasks": 4,
+    "sft_demos": 60, "sft_epochs": 2.0, "sft_max_steps": 4, "sft_lr": 1e-4,
+    "grpo_minutes": 6.0, "grpo_steps": 2, "control": False, "grpo": {"tasks_per_step": 2, "max_sampling_rounds": 1},
 }
 FORMS = {"quick": QUICK, "full": FULL}
 # A smoke run of the pipeline on the tiny random model, on top of a form: every stage runs, in seconds, and measures nothing.
