@@ -4,7 +4,9 @@ The demo's GRPO stage, run as the demo runs it (``muarl.demo.stages.stage_grpo``
 start: that run's settings (its ``demo_config.json``; ``--minutes`` sets the box), its GRPO task pool (the
 train tasks its cold start did not see, from its synth stage) and its seed, into a directory of its own. Run
 once with this tree and once with an older tree's ``src`` on ``PYTHONPATH``, on the same idle machine, to
-compare engines and trainers by what the box buys: steps, and per step the rollout and update seconds.
+compare engines and trainers by what the box buys: steps, and per step the rollout and update seconds. With
+``--grpo`` it runs a variant of the run's GRPO (say ``'{mini_batches: 2}'``) from the same cold start and prints the
+model it hands on, for ``bench/score_on_test.py`` to score on the run's held-out tasks.
 
     python bench/grpo_box.py --run runs/spread/bf16/seed-0 --out /tmp/box-new
     git archive f1888bb src | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src python bench/grpo_box.py --run ... --out /tmp/box-old
@@ -24,6 +26,8 @@ import json
 import platform
 from pathlib import Path
 
+import yaml
+
 import muarl
 from muarl.demo import stages
 from muarl.demo.config import DemoConfig
@@ -34,10 +38,13 @@ def main() -> None:
     parser.add_argument("--run", type=Path, required=True, help="a demo run whose synth and sft stages are done")
     parser.add_argument("--out", type=Path, required=True, help="where the GRPO stage runs (a new directory)")
     parser.add_argument("--minutes", type=float, help="the box (default: the run's grpo_minutes)")
+    parser.add_argument("--grpo", type=yaml.safe_load, default={}, metavar="YAML",
+                        help="GRPO settings over the run's (e.g. '{mini_batches: 2}'): a variant of its GRPO from its cold start")
     args = parser.parse_args()
 
     saved = json.loads((args.run / "demo_config.json").read_text(encoding="utf-8"))
     known = {k: v for k, v in saved.items() if k in DemoConfig.model_fields}
+    known["grpo"] = {**known.get("grpo", {}), **args.grpo}
     cfg = DemoConfig(**{**known, "out": str(args.out), **({"grpo_minutes": args.minutes} if args.minutes else {})})
     synth = json.loads((args.run / "synth" / "stage.json").read_text(encoding="utf-8"))
     sft = json.loads((args.run / "sft" / "stage.json").read_text(encoding="utf-8"))
@@ -49,7 +56,9 @@ def main() -> None:
     rows = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     print(json.dumps({
         "muarl": str(Path(muarl.__file__).resolve().parents[1]), "run": str(args.run), "box_minutes": cfg.grpo_minutes,
-        "steps": result["steps"], "minutes": round(result["minutes"], 2), "cpu_minutes": round(result["cpu_minutes"], 2),
+        "grpo": cfg.grpo, "steps": result["steps"], "minutes": round(result["minutes"], 2), "cpu_minutes": round(result["cpu_minutes"], 2),
+        # the model the stage hands on (its chosen checkpoint when it validates), for bench/score_on_test.py
+        "model": result["model"], "chosen_step": result.get("chosen_step"),
         "per_step": [{k: round(r[k], 1 if k.endswith("seconds") else 4) if isinstance(r.get(k), float) else r.get(k)
                       for k in ("step", "episodes", "rollout_seconds", "update_seconds", "cpu_seconds", "rollout_tokens_per_s",
                                 "success_rate")} for r in rows],

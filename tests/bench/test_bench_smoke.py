@@ -101,6 +101,12 @@ def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp
     assert (tmp_path / "box" / "checkpoints").is_dir()  # the stage ran into --out, not into the run it read
     with pytest.raises(AssertionError, match="not empty"):
         bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "box"))
+    variant = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "variant"), "--grpo", "{mini_batches: 2}")
+    assert variant["grpo"] == {**out["grpo"], "mini_batches": 2}
+    assert "mini_batches" not in out["grpo"]  # the run's own settings when --grpo is not given
+    handed_on = Path(variant["model"])  # the cold start (step 0) or the variant's own step, as its validation chose
+    assert handed_on.is_dir() and (tmp_path / ("run" if variant["chosen_step"] == 0 else "variant")) in handed_on.parents
+    assert "mini_batches: 2" in (tmp_path / "variant" / "config.yaml").read_text()  # the trainer ran with it
 
 
 def test_validate_checkpoint_scores_a_model_on_a_runs_validation_tasks(tmp_path):
