@@ -32,6 +32,7 @@ from muarl.demo import stages as st
 from muarl.demo.config import form_config
 from muarl.demo.run import check_out_dir, run_stage
 from muarl.rollout.store import atomic_write_text
+from muarl.train.plot import read_metrics
 from muarl.train.trainer import GRPOTrainer, has_signal
 
 
@@ -79,7 +80,7 @@ def main() -> None:
     synth = run_stage(out, "synth", lambda d: st.stage_synth(cfg, d, True))
     sft = run_stage(out, "sft", lambda d: st.stage_sft(cfg, d, out / "synth" / st.SFT_DEMOS, True, save_every=1))
     sft_run = Path(sft["model"]).parent
-    losses = [json.loads(line)["loss"] for line in (sft_run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [row["loss"] for row in read_metrics(sft_run)]
     rows = []
     for step in steps:
         model = candidate_model(sft_run, step, sft["steps"])
@@ -87,7 +88,7 @@ def main() -> None:
                                                                                 f"greedy, {step} steps"))
         draws = run_stage(out, f"sampled-step-{step}", lambda d: sampled(cfg, model, synth["grpo_task_ids"], args.sampled_tasks, d / "grpo"))
         rows.append({"sft_steps": step, "loss": losses[step - 1], "greedy_success": greedy["success"],
-                     "greedy_by_task": greedy["per_task"], "sampled": {k: v for k, v in draws.items() if k not in ("others_cpus",)}})
+                     "greedy_by_task": greedy["per_task"], "sampled": {k: v for k, v in draws.items() if k != "others_cpus"}})
     record = {"config": {"model": cfg.model, "precision": cfg.precision, "lr": cfg.sft_lr, "demos": cfg.sft_demos,
                          "sampled_tasks": args.sampled_tasks, "group_size": cfg.grpo_fields["group_size"], "seed": args.seed},
               "sft_cpu_minutes": sft["cpu_minutes"], "sft_minutes": sft["minutes"], "candidates": rows}
