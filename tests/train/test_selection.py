@@ -329,6 +329,39 @@ def scripted_kinds(trainer, failing: list[set]) -> None:
     trainer.run_episodes = run
 
 
+def test_with_a_pool_mix_candidates_are_ranked_as_the_split_is_mixed(tmp_path):
+    """Issue 21: validation holds each kind equally (2 of 8 here), so its plain success weights the kinds a change of
+    mind is in (74% of clinic-lite's train tasks) at one half. The start solves only the kinds without a change of
+    mind, step 1 only those with one: a tie on plain success (the start stays chosen), but with stratify_mix: pool
+    step 1 is ranked by the split's mix and chosen."""
+    kinds = ["difficulty", "changes_mind"]
+    chosen = {}
+    for mix in ("even", "pool"):
+        trainer = learning(tmp_path / mix, rollback_below=None, stratify_by=kinds, stratify_mix=mix, val_holdout=8, steps=1)
+        found = {trainer_module.task_kind(t, kinds) for t in trainer.val_tasks}
+        assert sorted(trainer_module.task_kind(t, kinds) for t in trainer.val_tasks) == sorted(list(found) * 2)
+        scripted_kinds(trainer, [{k for k in found if k[1]}, {k for k in found if not k[1]}])
+        trainer.start()
+        trainer.train()
+        record = json.loads((tmp_path / mix / "checkpoints" / "selection.json").read_text())
+        chosen[mix] = record["best"]["step"]
+        row = json.loads((tmp_path / mix / "metrics.jsonl").read_text().splitlines()[0])
+        assert row["val/success_rate"] == 0.5
+        if mix == "pool":
+            pool = [t for t in trainer.world.tasks]
+            changing = sum(bool(t.metadata["changes_mind"]) for t in pool) / len(pool)
+            assert 0.7 < changing < 0.8
+            assert [r["success"] for r in record["history"]] == pytest.approx([1 - changing, changing])
+            assert row["val/success_pool_weighted"] == pytest.approx(changing)
+        trainer.close()
+    assert chosen == {"even": 0, "pool": 1}
+
+
+def test_a_pool_mix_needs_kinds(tmp_path):
+    with pytest.raises(ValueError, match="stratify_mix"):
+        config(tmp_path, stratify_mix="pool")
+
+
 def test_a_step_that_lost_a_kind_is_rolled_back_though_it_gained_overall(tmp_path):
     kinds = ["difficulty", "changes_mind"]
     trainer = learning(tmp_path / "r", rollback_below=None, kind_fall_limit=0.25, stratify_by=kinds, val_holdout=8, steps=1)

@@ -362,6 +362,44 @@ def kinds_task(i: int, level: int, changes: bool):
                 metadata={"changes_mind": changes})
 
 
+def test_a_pool_mix_keeps_every_kind_in_each_step_and_restores_the_pools_proportions():
+    """Issue 21: taken in turn, the clinic's kinds get a quarter of GRPO's draws each though a change of mind is in 74%
+    of its train tasks (and of the test tasks). With ``mix="pool"`` and 4-task steps over a pool of 10 tasks of
+    one kind and 30 of another, each step takes one of each kind (the floor), then the kind furthest below its share:
+    1 and 3, the pool's own proportions, in every step; in turn they come 2 and 2 until the small kind runs out."""
+    from collections import Counter
+
+    from muarl.train.trainer import epoch_order
+
+    tasks = [kinds_task(i, 1, i % 4 != 0) for i in range(40)]
+    by = ["difficulty", "changes_mind"]
+    pool = epoch_order(tasks, 3, 0, by, "pool", 4)
+    assert sorted(pool) == list(range(40)) and pool == epoch_order(tasks, 3, 0, by, "pool", 4)
+    steps = [Counter(tasks[i].metadata["changes_mind"] for i in pool[s:s + 4]) for s in range(0, 40, 4)]
+    assert all(step == {False: 1, True: 3} for step in steps)
+    even = epoch_order(tasks, 3, 0, by)
+    assert [Counter(tasks[i].metadata["changes_mind"] for i in even[s:s + 4]) for s in range(0, 20, 4)] == [{False: 2, True: 2}] * 5
+    # a step smaller than the kinds: no floor, and every prefix stays within one task of the pool's proportions
+    single = epoch_order(tasks, 3, 0, by, "pool", 1)
+    assert sorted(single) == list(range(40))
+    for n in range(1, 41):
+        assert abs(sum(not tasks[i].metadata["changes_mind"] for i in single[:n]) - n / 4) <= 1
+
+
+def test_pool_shares_and_the_weighted_mean_by_kind():
+    from muarl.train.trainer import pool_shares, weighted_by_kind
+
+    tasks = [kinds_task(i, 1 + (i % 2), i < 6) for i in range(8)]  # changes: 0-5; level 2: the odd ones
+    shares = pool_shares(tasks, ["difficulty", "changes_mind"])
+    assert shares == {"difficulty=1,changes_mind=False": 0.125, "difficulty=1,changes_mind=True": 0.375,
+                      "difficulty=2,changes_mind=False": 0.125, "difficulty=2,changes_mind=True": 0.375}
+    values = {"difficulty=1,changes_mind=False": 1.0, "difficulty=1,changes_mind=True": 0.5,
+              "difficulty=2,changes_mind=False": 1.0, "difficulty=2,changes_mind=True": 0.0}
+    assert weighted_by_kind(values, shares) == 0.125 + 0.1875 + 0.125  # 0.4375, where the plain mean is 0.625
+    del values["difficulty=2,changes_mind=True"]  # a kind none of whose episodes was scored: the rest reweighted
+    assert weighted_by_kind(values, shares) == (0.125 + 0.1875 + 0.125) / 0.625
+
+
 def test_a_stratified_order_covers_every_kind_in_each_run_of_that_many_tasks():
     """Issue 21: a plain shuffle of a pool where one kind is 7 tasks in 100 leaves it out of whole steps; taking the
     kinds in turn puts each in every run of 4 tasks, while the order stays a seeded permutation of the pool, and

@@ -75,6 +75,12 @@ class GRPOConfig(WorldConfig):
     stratify_by: list[str] = Field(default_factory=list, description="task attributes (difficulty) or metadata keys "
                                    "(changes_mind): the seeded order then takes their kinds in turn, so each step covers "
                                    "every kind instead of what a plain shuffle brings")
+    stratify_mix: Literal["even", "pool"] = Field(
+        "even", description="with stratify_by, the share of each kind: 'even' takes the kinds in turn (each an equal share of "
+                            "the draws and of the validation score); 'pool' gives each step one task of every kind and the rest "
+                            "in the split's proportions, and ranks validation candidates by success weighted by those "
+                            "proportions, so training and the checkpoint choice follow the mix the split (and a test drawn "
+                            "like it) has")
     group_size: int = Field(8, ge=2, description="episodes per task (n of the group)")
     temperature: float = Field(1.0, ge=0, description="rollout sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="rollout nucleus sampling mass")
@@ -118,6 +124,8 @@ class GRPOConfig(WorldConfig):
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
         if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):
             raise ValueError("kind_fall_limit compares validation by kind of task: set select_checkpoint: best_val and stratify_by too")
+        if self.stratify_mix != "even" and not self.stratify_by:
+            raise ValueError(f"stratify_mix: {self.stratify_mix} mixes kinds of task: set stratify_by too")
         if self.select_on != "success" and self.select_checkpoint != "best_val":
             raise ValueError(f"select_on: {self.select_on} ranks validated candidates: set select_checkpoint: best_val too")
         if self.split == "test" and not self.allow_test_split:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -85,11 +86,16 @@ def task_kind(task: Task, keys: list[str]) -> tuple:
     return tuple(getattr(task, key) if hasattr(task, key) else task.metadata.get(key) for key in keys)
 
 
-def epoch_order(tasks: list[Task], seed: int, epoch: int, stratify_by: list[str] | None = None) -> list[int]:
+def epoch_order(tasks: list[Task], seed: int, epoch: int, stratify_by: list[str] | None = None, mix: str = "even",
+                block: int = 1) -> list[int]:
     """Indices of ``tasks`` in the order epoch ``epoch`` draws them: a seeded shuffle. With ``stratify_by`` the
     shuffle's kinds (:func:`task_kind`) are taken in turn, one task of each, so any run of as many tasks as there
     are kinds covers every kind (while the smaller kinds last; then the rest go on in turn). A plain shuffle can
-    leave a rare kind out of several steps, and an update that never sees a kind can unlearn it."""
+    leave a rare kind out of several steps, and an update that never sees a kind can unlearn it.
+
+    Taken in turn, every kind gets an equal share, whatever its share of the pool. ``mix="pool"`` keeps the
+    coverage and restores the pool's proportions: each run of ``block`` tasks (a step's) takes one task of every
+    kind left, then fills its other places with the kinds furthest below their share of the pool so far."""
     order = list(range(len(tasks)))
     random.Random(f"{seed}/epoch/{epoch}").shuffle(order)
     if not stratify_by:
@@ -97,11 +103,56 @@ def epoch_order(tasks: list[Task], seed: int, epoch: int, stratify_by: list[str]
     queues: dict[tuple, list[int]] = {}
     for index in order:  # kinds in the order the shuffle first meets them: seeded too
         queues.setdefault(task_kind(tasks[index], stratify_by), []).append(index)
-    turns, interleaved = [q[::-1] for q in queues.values()], []
+    turns = {kind: q[::-1] for kind, q in queues.items()}
+    if mix == "pool":
+        return _pool_order(turns, block)
+    interleaved: list[int] = []
     while turns:
-        interleaved += [q.pop() for q in turns]
-        turns = [q for q in turns if q]
+        interleaved += [q.pop() for q in turns.values()]
+        turns = {kind: q for kind, q in turns.items() if q}
     return interleaved
+
+
+def _pool_order(turns: dict[tuple, list[int]], block: int) -> list[int]:
+    """The ``mix="pool"`` interleave of :func:`epoch_order` over its per-kind stacks (each popped from the end)."""
+    total = sum(len(q) for q in turns.values())
+    share = {kind: len(q) / total for kind, q in turns.items()}
+    drawn = dict.fromkeys(turns, 0)
+    out: list[int] = []
+
+    def take(kind: tuple) -> None:
+        out.append(turns[kind].pop())
+        drawn[kind] += 1
+
+    while len(out) < total:
+        start, left = len(out), [kind for kind, q in turns.items() if q]
+        if block >= len(left):  # every kind once per step
+            for kind in left:
+                take(kind)
+        while len(out) - start < block and len(out) < total:
+            # the kind furthest below its share of the tasks drawn so far (the first met wins a tie)
+            take(max((kind for kind, q in turns.items() if q), key=lambda kind: share[kind] * (len(out) + 1) - drawn[kind]))
+    return out
+
+
+def pool_shares(tasks: list[Task], stratify_by: list[str]) -> dict[str, float]:
+    """Each kind's share of ``tasks``, keyed as validation records kinds (``difficulty=2,changes_mind=True``)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        key = kind_key(task, stratify_by)
+        counts[key] = counts.get(key, 0) + 1
+    return {key: n / len(tasks) for key, n in sorted(counts.items())}
+
+
+def kind_key(task: Task, stratify_by: list[str]) -> str:
+    """A task's kind as validation records key it: ``difficulty=2,changes_mind=True``."""
+    return ",".join(f"{k}={v}" for k, v in zip(stratify_by, task_kind(task, stratify_by)))
+
+
+def weighted_by_kind(values: dict[str, float], shares: dict[str, float]) -> float:
+    """The mean of per-kind ``values`` weighted by ``shares``, over the kinds present in both."""
+    kinds = [k for k in values if k in shares]
+    return sum(values[k] * shares[k] for k in kinds) / sum(shares[k] for k in kinds)
 
 
 def has_signal(group: list[Episode]) -> bool:
@@ -134,6 +185,9 @@ class GRPOTrainer:
         # stratify_by, so a kind of task rare in the split is still validated
         held_out = set(epoch_order(tasks, cfg.seed, -1, cfg.stratify_by)[:cfg.val_holdout])
         self.val_tasks: list[Task] = [t for i, t in enumerate(tasks) if i in held_out]
+        # validation holds every kind equally (its kind guard needs each); with stratify_mix: pool its candidates are
+        # ranked as the split is mixed
+        self.kind_shares = pool_shares(tasks, cfg.stratify_by) if cfg.stratify_mix == "pool" else None
         self.tasks: list[Task] = [t for i, t in enumerate(tasks) if i not in held_out]
         self.selection = (Selection(metric=cfg.select_on, kind_fall_limit=cfg.kind_fall_limit)
                           if cfg.select_checkpoint == "best_val" else None)
@@ -248,7 +302,8 @@ class GRPOTrainer:
         limit = min(n or self.cfg.tasks_per_step, len(self.tasks))
         while len(batch) < limit:
             epoch, index = divmod(self.position, len(self.tasks))
-            task = self.tasks[epoch_order(self.tasks, self.cfg.seed, epoch, self.cfg.stratify_by)[index]]
+            order = epoch_order(self.tasks, self.cfg.seed, epoch, self.cfg.stratify_by, self.cfg.stratify_mix, self.cfg.tasks_per_step)
+            task = self.tasks[order[index]]
             self.position += 1
             if all(t.id != task.id for t in batch):  # an epoch boundary may bring a task of this batch again
                 batch.append(task)
@@ -499,6 +554,8 @@ class GRPOTrainer:
         record = self.candidate_record(episodes, stats)
         if self.selection is not None and record is not None:
             self.selection.add(self.step, record["success"], record["reward"], seconds, cpu_seconds, record["kinds"])
+            if self.kind_shares is not None:
+                scalars["val/success_pool_weighted"] = record["success"]
             if self.cfg.kind_fall_limit is not None:
                 scalars["val/kinds_lost"] = float(len(self.selection.lost_kinds(self.step)))
         return {**scalars, "val/seconds": seconds, "val/cpu_seconds": cpu_seconds}
@@ -508,19 +565,21 @@ class GRPOTrainer:
         kind; None when no episode was scored (every one errored): errors are not 0s."""
         if "success_rate" not in stats:
             return None
-        return {"success": stats["success_rate"], "reward": stats["reward_mean"],
-                "kinds": self.success_by_kind(episodes) if self.cfg.stratify_by else None}
+        kinds = self.by_kind(episodes, lambda e: float(e.succeeded)) if self.cfg.stratify_by else None
+        if self.kind_shares is None:
+            return {"success": stats["success_rate"], "reward": stats["reward_mean"], "kinds": kinds}
+        rewards = self.by_kind(episodes, lambda e: e.reward.reward)
+        return {"success": weighted_by_kind(kinds, self.kind_shares), "reward": weighted_by_kind(rewards, self.kind_shares), "kinds": kinds}
 
-    def success_by_kind(self, episodes: list[Episode]) -> dict[str, float]:
-        """Validation success per kind of task (``stratify_by``), over the scored episodes, keyed like
+    def by_kind(self, episodes: list[Episode], value: Callable[[Episode], float]) -> dict[str, float]:
+        """The mean ``value`` of the scored validation episodes per kind of task (``stratify_by``), keyed like
         ``difficulty=2,changes_mind=True``; a kind none of whose episodes was scored is left out."""
-        kind_of = {t.id: ",".join(f"{k}={v}" for k, v in zip(self.cfg.stratify_by, task_kind(t, self.cfg.stratify_by)))
-                   for t in self.val_tasks}
-        solved: dict[str, list[bool]] = {}
+        kind_of = {t.id: kind_key(t, self.cfg.stratify_by) for t in self.val_tasks}
+        values: dict[str, list[float]] = {}
         for e in episodes:
             if e.reward is not None:
-                solved.setdefault(kind_of[e.task_id], []).append(e.succeeded)
-        return {kind: sum(wins) / len(wins) for kind, wins in sorted(solved.items())}
+                values.setdefault(kind_of[e.task_id], []).append(value(e))
+        return {kind: sum(v) / len(v) for kind, v in sorted(values.items())}
 
     def validation_episodes(self, desc: str = "validation", out: Path | None = None) -> list[Episode]:
         """One greedy episode per held-out task with the current weights, the same draw at every validation."""
