@@ -67,11 +67,17 @@ RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test
 # The control is chosen the same way, on the same tasks, among the cold start and its weights at the CPU time GRPO
 # had spent by each validated step (muarl.demo.stages.stage_control): more SFT is not monotone here (run 14's control:
 # 68.0% after 18 steps, 52.7% after 23), so a control handed its last step would be judged by where its budget ended.
+#
+# GRPO draws its tasks in the train split's mix of kinds, each step still holding one of every kind, and ranks its
+# candidates (and the control's) by validation success weighted by that mix (stratify_mix: pool, protocol 8): taken
+# in turn, the kinds the cold start already solves 90-95% of (no change of mind: a quarter of the split) got half of
+# the rollouts and half of the ranking. On two recorded cold starts the pool's mix scored +9.3 (p = 0.024) and -0.7
+# (p = 1) against the same cold start's GRPO with kinds in turn (docs/benchmarks.md, twentieth session).
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,
     "grpo": {"tasks_per_step": 6, "val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val", "warmup_steps": 2,
-             "rollback_below": 0.1, "kind_fall_limit": 0.25},
+             "rollback_below": 0.1, "kind_fall_limit": 0.25, "stratify_mix": "pool"},
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
 # at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
