@@ -348,7 +348,7 @@ def test_with_a_pool_mix_candidates_are_ranked_as_the_split_is_mixed(tmp_path):
         row = json.loads((tmp_path / mix / "metrics.jsonl").read_text().splitlines()[0])
         assert row["val/success_rate"] == 0.5
         if mix == "pool":
-            pool = [t for t in trainer.world.tasks]
+            pool = trainer.world.tasks
             changing = sum(bool(t.metadata["changes_mind"]) for t in pool) / len(pool)
             assert 0.7 < changing < 0.8
             assert [r["success"] for r in record["history"]] == pytest.approx([1 - changing, changing])

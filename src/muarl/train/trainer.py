@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -137,10 +138,7 @@ def _pool_order(turns: dict[tuple, list[int]], block: int) -> list[int]:
 
 def pool_shares(tasks: list[Task], stratify_by: list[str]) -> dict[str, float]:
     """Each kind's share of ``tasks``, keyed as validation records kinds (``difficulty=2,changes_mind=True``)."""
-    counts: dict[str, int] = {}
-    for task in tasks:
-        key = kind_key(task, stratify_by)
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(kind_key(task, stratify_by) for task in tasks)
     return {key: n / len(tasks) for key, n in sorted(counts.items())}
 
 
