@@ -17,6 +17,16 @@ class ConfigError(InputError):
     """A configuration that cannot work; the message says what to change."""
 
 
+def validation_problems(exc: ValidationError, root: str | None = "config") -> str:
+    """A pydantic error as one line: each problem as ``field.path: message`` (``root: message`` for the whole
+    model's, or the bare message when ``root`` is None), joined by "; "."""
+    def one(e: Any) -> str:
+        where = ".".join(map(str, e["loc"])) or root
+        message = e["msg"].removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
+    return "; ".join(one(e) for e in exc.errors())
+
+
 class YamlConfig(BaseModel):
     """Base of the per-command configs: unknown keys are errors, every field has a default and a description."""
 
@@ -37,8 +47,7 @@ class YamlConfig(BaseModel):
         try:
             return cls(**data)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"invalid {cls.__name__}: {problems}") from None
+            raise ConfigError(f"invalid {cls.__name__}: {validation_problems(exc)}") from None
 
     def dump_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -165,6 +165,18 @@ def test_the_grpo_reward_is_a_demo_option_checked_before_anything_runs(tmp_path)
     assert refused.exit_code == 2 and "unknown reward 'proces'" in refused.output and "Traceback" not in refused.output
     assert not (tmp_path / "x").exists()
 
+def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_path):
+    cfg = form_config("full", out="f", grpo={"model": {"train_top_layers": 8}})
+    model = stages.grpo_config(cfg, tmp_path, "cold-start-dir", ["t1"]).model
+    assert (model.train_top_layers, model.name, model.finetune) == (8, "cold-start-dir", "full")
+    assert stages.grpo_config(form_config("full", out="f"), tmp_path, "m", ["t1"]).model.train_top_layers is None
+    for fixed in ({"finetune": "lora"}, {"name": "other"}, {"precision": "fp32"}):
+        with pytest.raises(ValueError, match="grpo.model may set ModelConfig fields other than"):
+            form_config("full", out="f", grpo={"model": fixed})
+    with pytest.raises(ConfigError, match="invalid GRPO settings: .*train_top_layers"):
+        stages.grpo_config(form_config("full", out="f", grpo={"model": {"train_top_layers": 0}}), tmp_path, "m", ["t1"])
+
+
 
 def test_the_command_refuses_a_used_directory_in_one_line(tmp_path):
     out = tmp_path / "demo"

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from muarl.config import ConfigError, YamlConfig
+from muarl.config import ConfigError, YamlConfig, validation_problems
 from muarl.models.precision import Precision
 from muarl.reward import RewardSpec, reward_from_setting
 
@@ -27,7 +27,10 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "clip_high": 0.2, "drop_uniform": True, "dynamic_sampling": True, "max_sampling_rounds": 2,
     "save_every": 1, "keep_checkpoints": 1, "stratify_by": ["difficulty", "changes_mind"],
 }
-RESERVED_GRPO = {"out", "seed", "model", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user", "reward"}
+RESERVED_GRPO = {"out", "seed", "domain", "split", "steps", "allow_test_split", "task_ids", "limit", "user", "reward"}
+# the policy GRPO trains is the cold start's, in full weights (the evaluations load full models) and in the run's
+# precision; ``grpo: {model: {...}}`` may set the other ModelConfig fields (say train_top_layers)
+RESERVED_GRPO_MODEL = {"name", "precision", "finetune"}
 
 # The cold start's size comes from the calibration pilots in docs/benchmarks.md ("Cold start on clinic-lite" and
 # "The user changes their mind"): a cold start of 18 steps at lr 3e-5 on dialogues without a change of mind left
@@ -139,6 +142,9 @@ class DemoConfig(YamlConfig):
     def _check(self) -> DemoConfig:
         if RESERVED_GRPO & set(self.grpo):
             raise ValueError(f"grpo overrides may not set {sorted(RESERVED_GRPO & set(self.grpo))}: the demo sets them")
+        model = self.grpo.get("model", {})
+        if not isinstance(model, dict) or RESERVED_GRPO_MODEL & set(model):
+            raise ValueError(f"grpo.model may set ModelConfig fields other than {sorted(RESERVED_GRPO_MODEL)}: the demo sets those")
         reward_from_setting(self.reward)  # an unknown reward or option is refused here, not after the cold start
         if self.base_eval_tasks > self.eval_tasks:
             raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks}): "
@@ -168,5 +174,4 @@ def form_config(form: str, **fields: Any) -> DemoConfig:
     try:
         return DemoConfig(**{**preset, **given, "form": form, "grpo": grpo})
     except ValidationError as exc:
-        raise ConfigError("; ".join((f"{'.'.join(map(str, e['loc']))}: " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
-                                    for e in exc.errors())) from None
+        raise ConfigError(validation_problems(exc, None)) from None

@@ -18,7 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from muarl.config import ConfigError
+from pydantic import ValidationError
+
+from muarl.config import ConfigError, validation_problems
 from muarl.demo.config import DemoConfig
 from muarl.domains import load_domain
 from muarl.evals.conduct import check_mean_value, check_pass_rate
@@ -284,12 +286,13 @@ def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str
 
     fields = {"max_turns": cfg.max_turns, "max_new_tokens": cfg.max_new_tokens, "max_context": cfg.context,
               "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
-    model = ModelConfig(name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
+    model_fields = fields.pop("model", {})
     try:
+        model = ModelConfig(**model_fields, name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
         return GRPOConfig(**fields, out=str(stage.resolve()), seed=cfg.seed, model=model, domain=cfg.domain, split="train",
                           user=cfg.grpo_user, reward=cfg.reward, task_ids=task_ids, steps=cfg.grpo_steps)
-    except ValueError as exc:
-        raise ConfigError(f"invalid GRPO settings: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"invalid GRPO settings: {validation_problems(exc)}") from None
 
 
 def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], progress: bool) -> dict[str, Any]:

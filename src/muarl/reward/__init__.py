@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from muarl.config import validation_problems
 from muarl.domains.base import Domain, RewardFn
 from muarl.reward.checklist import checklist_reward
 from muarl.reward.efficiency import COST_OPTIONS, with_costs
@@ -115,8 +116,7 @@ def reward_from_setting(setting: str | Mapping[str, Any] | RewardSpec | None) ->
     try:
         spec = setting if isinstance(setting, RewardSpec) else RewardSpec.model_validate(dict(setting))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reward'}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"invalid reward {dict(setting)!r}: {problems}") from None
+        raise ValueError(f"invalid reward {dict(setting)!r}: {validation_problems(exc, 'reward')}") from None
     return make_reward(spec.name, **spec.options)
 
 

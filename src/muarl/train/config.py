@@ -27,6 +27,15 @@ class ModelConfig(YamlConfig):
     lora_targets: list[str] | str = Field("all-linear", description="module names to adapt, or all-linear")
     precision: Precision = Field("auto", description="auto (bf16 autocast where the hardware multiplies bf16 natively, else fp32) | bf16 | fp32; weights stay float32")
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
+    train_top_layers: int | None = Field(
+        None, ge=1, description="full fine-tune of the top N decoder blocks and the final norm only; the embeddings (and a "
+                                "head tied to them) and the blocks below stay frozen, so the backward stops at block L - N")
+
+    @model_validator(mode="after")
+    def _frozen_blocks_need_full_weights(self) -> ModelConfig:
+        if self.train_top_layers is not None and self.finetune != "full":
+            raise ValueError("train_top_layers freezes blocks of a full fine-tune; with LoRA choose lora_targets instead")
+        return self
 
     @property
     def bf16(self) -> bool:

@@ -1,7 +1,12 @@
-"""The trainable policy: full weights or LoRA adapters over a loaded causal LM, and its frozen reference.
+"""The trainable policy: full weights (all blocks, or the top N) or LoRA adapters over a loaded causal LM, and
+its frozen reference.
 
 With LoRA the reference policy costs nothing: it is the same model with its adapters switched off. With
 full fine-tuning it is a frozen copy of the initial weights.
+
+Training only the top N blocks (``train_top_layers``) is about compute, not memory: autograd records nothing
+below the lowest block that has a trainable weight, so the backward, two thirds of an update's work when every
+block trains, shrinks to N / L of it. The forward still runs every block.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
+from muarl.models.logits import causal_lm_parts
 from muarl.train.config import ModelConfig
 
 
@@ -37,12 +43,32 @@ def load_trainable(cfg: ModelConfig, seed: int = 0, adapter_dir: str | None = No
                     r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                     target_modules=cfg.lora_targets, task_type="CAUSAL_LM",
                 ))
+    if cfg.train_top_layers is not None:
+        freeze_below_top(model, cfg.train_top_layers)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         if cfg.finetune == "lora":
             model.enable_input_require_grads()
     model.config.use_cache = False
     return model, tokenizer
+
+
+def freeze_below_top(model: Any, n: int) -> None:
+    """Leave only the top ``n`` decoder blocks and the decoder's final norm trainable. The input embeddings stay
+    frozen (and with them an output head tied to them, as SmolLM2's is); an untied head is frozen as well, so
+    what changes is the top of the stack alone."""
+    decoder, _ = causal_lm_parts(model)
+    blocks = getattr(decoder, "layers", None)
+    if blocks is None:
+        raise ValueError(f"train_top_layers: {type(decoder).__name__} keeps no list of blocks in .layers; train all weights or use LoRA")
+    if n > len(blocks):
+        raise ValueError(f"train_top_layers: {n} blocks asked for, the model has {len(blocks)}")
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for module in [*blocks[len(blocks) - n:], getattr(decoder, "norm", None)]:
+        if module is not None:
+            for param in module.parameters():
+                param.requires_grad_(True)
 
 
 def trainable_parameters(model: Any) -> list[Any]:

@@ -82,7 +82,9 @@ def encode_prefix(model: object, ids: Sequence[int], *, bf16: bool = False) -> S
     layers = cache_layers(cache)
     if not torch.is_grad_enabled():
         return SharedPrefix(len(ids), layers)
-    leaves = [(k.detach().requires_grad_(True), v.detach().requires_grad_(True)) for k, v in layers]
+    # a frozen block's cache has no graph behind it: its leaf asks for no gradient, or the suffixes' backward
+    # would run down through every frozen block for nothing (``train_top_layers``)
+    leaves = [(k.detach().requires_grad_(k.requires_grad), v.detach().requires_grad_(v.requires_grad)) for k, v in layers]
     return SharedPrefix(len(ids), leaves, roots=layers)
 
 
