@@ -2,14 +2,16 @@
 
 Why: in the learning demo's 30-minute GRPO box (issue 21) an update costs as much as the step's rollouts, and
 the backward is most of an update. With the blocks below the top N frozen, autograd records nothing under them,
-so the backward shrinks to about N / L of its full cost while the forward and the reference's forward stay whole.
-This measures what that buys on this machine. The batch has the shape of a demo GRPO step (as in
+so the backward shrinks to about N / L of its full cost; the forward stays whole, and the KL reference runs its
+top N blocks only, from the hidden states the policy's frozen trunk handed on (``muarl.train.frozen_trunk``; the
+arm ``top-N-whole-reference`` runs the reference's whole forward instead, to show what that part buys). This
+measures it on this machine. The batch has the shape of a demo GRPO step (as in
 ``update_at_reference.py``): n episodes opening with the real clinic-lite system turn, then each episode's own
 synthetic dialogue. Every arm starts each timed update from the same weights with the policy away from its
 reference (so the reference's forward runs, as at every step after a run's first), alternating which arm goes
 first, after one untimed update each.
 
-    OMP_WAIT_POLICY=PASSIVE python bench/update_frozen_blocks.py [--top 15 --top 8] [--sequences 8] [--repeats 3] [--tiny]
+    OMP_WAIT_POLICY=PASSIVE python bench/update_frozen_blocks.py [--top 8 --top 15] [--sequences 8] [--repeats 3] [--tiny]
 """
 
 from __future__ import annotations
@@ -34,20 +36,22 @@ from muarl.train.model_setup import freeze_below_top
 def main() -> None:
     parser = update_bench_parser(__doc__.splitlines()[0])
     parser.add_argument("--domain", default="clinic-lite", help="whose system turn opens every episode")
-    parser.add_argument("--top", type=int, action="append", help="an arm training the top N blocks (repeatable; default 15 and 8)")
+    parser.add_argument("--top", type=int, action="append", help="arms training the top N blocks, with and without the trunk tap (repeatable; default 8)")
     args = parser.parse_args()
     model_name, base, tokenizer, bf16 = load_bench_model(args)
     blocks = base.config.num_hidden_layers
-    tops = [n for n in (args.top or [15, 8]) if n < blocks] or [max(1, blocks // 2)]
+    tops = [n for n in (args.top or [8]) if n < blocks] or [max(1, blocks // 2)]
     start = copy.deepcopy(base.state_dict())
     prefix = system_ids(tokenizer, args.domain)
     batch = samples(prefix, args.sequences, base.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"), args.seed)
     arms: dict[str, Any] = {}
-    for n in [blocks, *tops]:
-        model = copy.deepcopy(base)
-        if n < blocks:
+    arms[f"top-{blocks}"] = arm(copy.deepcopy(base), tokenizer, model_name, True, args.micro_batch, bf16)
+    for n in tops:
+        for name in (f"top-{n}", f"top-{n}-whole-reference"):
+            model = copy.deepcopy(base)
             freeze_below_top(model, n)
-        arms[f"top-{n}"] = arm(model, tokenizer, model_name, True, args.micro_batch, bf16)
+            arms[name] = arm(model, tokenizer, model_name, True, args.micro_batch, bf16)
+        arms[f"top-{n}-whole-reference"]._trunk_tap = lambda: None
     del base
 
     def update(name: str) -> dict[str, float]:

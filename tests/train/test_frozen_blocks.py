@@ -1,9 +1,11 @@
 """Training the top N decoder blocks only (``ModelConfig.train_top_layers``): which weights learn, that the
-backward records nothing below them (the point: it costs N / L of a full backward), and that updates with the
-shared prefix, gradient checkpointing and SFT stay exact."""
+backward records nothing below them (the point: it costs N / L of a full backward), that updates with the
+shared prefix, gradient checkpointing and SFT stay exact, and that the KL reference run from the policy's
+frozen trunk (``muarl.train.frozen_trunk``) gives its whole forward's numbers."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -12,6 +14,7 @@ import torch
 from muarl.domains import DOMAINS
 from muarl.models.tiny import tiny_random_lm
 from muarl.train.config import GRPOConfig, ModelConfig, SFTConfig
+from muarl.train.frozen_trunk import TrunkTap, reference_logprobs_from_tap, shared_trunk_depth, trunk_depth
 from muarl.train.model_setup import freeze_below_top, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, supervised_logprobs
 from muarl.train.sft import run_sft
@@ -144,3 +147,67 @@ def test_sft_with_frozen_blocks_keeps_them_and_saves_a_whole_model(tmp_path):
     top = f"model.layers.{start.config.num_hidden_layers - 1}."
     for key in before:
         assert torch.equal(after[key], before[key]) != (key.startswith(top) or key == "model.norm.weight"), key
+
+
+def test_the_trunk_is_the_frozen_blocks_under_the_first_trainable_one():
+    model, _ = tiny_random_lm(seed=0, layers=4)
+    assert trunk_depth(model) == 0  # everything trains
+    freeze_below_top(model, 1)
+    assert trunk_depth(model) == 3
+    reference = copy.deepcopy(model)
+    assert shared_trunk_depth(model, reference) == 3
+    with torch.no_grad():
+        reference.model.layers[1].mlp.up_proj.weight.add_(1e-3)  # a checkpoint whose trunk was trained
+    assert shared_trunk_depth(model, reference) == 0
+    with pytest.raises(ValueError, match="at least one frozen block"):
+        TrunkTap(0)
+
+
+@pytest.mark.parametrize(("with_prefix", "bf16"), [(False, False), (True, False), (True, True)])
+def test_the_reference_from_the_policys_trunk_equals_its_whole_forward(with_prefix, bf16):
+    policy, _ = tiny_random_lm(seed=4, layers=3)
+    freeze_below_top(policy, 1)
+    reference = copy.deepcopy(policy).eval()
+    with torch.no_grad():  # the policy has moved: only its top block differs from the reference
+        for p in policy.model.layers[2].parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ids, masks = sequences()
+    cut = 30 if with_prefix else 0
+    batch = pad_sequences([s[cut:] for s in ids], [m[cut:] for m in masks], 0)
+    ref_prefix = None
+    if with_prefix:
+        with torch.no_grad():
+            ref_prefix = encode_prefix(reference, ids[0][:cut], bf16=bf16)
+    policy_prefix = encode_prefix(policy, ids[0][:cut], bf16=bf16) if with_prefix else None
+    tap = TrunkTap(trunk_depth(policy))
+    with tap.recording(policy):
+        policy_flat, _ = supervised_logprobs(policy, batch, prefix=policy_prefix, temperature=0.7, bf16=bf16)
+    with torch.no_grad():
+        whole, _ = supervised_logprobs(reference, batch, prefix=ref_prefix, temperature=0.7, bf16=bf16)
+    from_tap = reference_logprobs_from_tap(reference, tap, batch, bf16=bf16, temperature=0.7,
+                                           cache=None if ref_prefix is None else ref_prefix.cache_for(len(ids)))
+    assert not torch.allclose(policy_flat.detach(), whole)  # the policy is not its reference
+    torch.testing.assert_close(from_tap, whole, atol=1e-6, rtol=1e-6)
+    assert not from_tap.requires_grad
+    tap.clear()
+    with pytest.raises(ValueError, match="recorded no forward"):
+        reference_logprobs_from_tap(reference, tap, batch, bf16=False)
+
+
+def test_grpo_updates_with_and_without_the_trunk_tap_land_on_the_same_weights(tmp_path, toy_registered, monkeypatch):
+    def trainer(name: str) -> GRPOTrainer:
+        cfg = GRPOConfig(out=str(tmp_path / name), domain="toy", steps=1, tasks_per_step=1, group_size=4, max_turns=2,
+                         max_new_tokens=8, max_context=1024, micro_batch_size=2, lr=1e-3, plot=False, kl_coef=0.5,
+                         model=ModelConfig(name="tiny-random", precision="fp32", train_top_layers=1))
+        return GRPOTrainer(cfg, progress=False)
+
+    tapped, whole = trainer("tapped"), trainer("whole")
+    monkeypatch.setattr(whole, "_trunk_tap", lambda: None)
+    samples = list(zip(tapped.rollout(tapped.next_tasks())[0], [1.0, -1.0, 0.5, -0.5]))
+    for _ in range(2):  # the first update is at the reference (no reference forward); the second runs it
+        stats = [t.update(samples) for t in (tapped, whole)]
+    assert tapped._trunk == 1 and stats[0]["kl"] > 0
+    assert stats[0]["kl"] == pytest.approx(stats[1]["kl"], rel=1e-5)
+    a, b = tapped.model.state_dict(), whole.model.state_dict()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-5, msg=key)

@@ -85,10 +85,17 @@ def supervised_logprobs(
         past = {cache_argument(decoder): prefix.cache_for(rows), "use_cache": True}
     with autocast_for(model, bf16):
         hidden = decoder(input_ids=ids, attention_mask=attention, **past).last_hidden_state
+    return target_logprobs(head, hidden, ids, target_mask, temperature, with_entropy)
+
+
+def target_logprobs(head: Any, hidden: torch.Tensor, ids: torch.Tensor, target_mask: torch.Tensor, temperature: float = 1.0,
+                    with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """From the decoder's last hidden states [B, T, H]: the head, in float32, only where ``target_mask`` [B, T-1]
+    marks a target, then log p(target) at ``temperature`` (and the entropy)."""
+    if temperature <= 0:
+        raise ValueError(f"log-probabilities need a temperature > 0, got {temperature} (greedy decoding is not trained on)")
     logits = float32_logits(head, hidden[:, :-1][target_mask])
     if temperature != 1.0:
-        if temperature <= 0:
-            raise ValueError(f"log-probabilities need a temperature > 0, got {temperature} (greedy decoding is not trained on)")
         logits = logits / temperature
     targets = ids[:, 1:][target_mask]
     logprobs = token_logprobs(logits, targets)

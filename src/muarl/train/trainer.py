@@ -22,7 +22,9 @@ What it really does, step by step:
    ``kl_coef`` times the k3 KL to the frozen initial policy, minus ``entropy_coef`` times the entropy,
    averaged over all policy tokens of the batch; gradients accumulated over micro-batches, clipped to
    ``grad_clip``, one AdamW step. Every log-probability (new, old, reference) and the entropy are those of
-   ``softmax(logits / temperature)``, the distribution the rollouts were sampled from.
+   ``softmax(logits / temperature)``, the distribution the rollouts were sampled from. When only the top blocks
+   train (``train_top_layers``), the reference runs those blocks alone from the policy's frozen trunk
+   (``muarl.train.frozen_trunk``).
 5. Log the step's metrics; checkpoint every ``save_every`` steps. With ``rollback_below``, a validated step that
    fell clearly below the best candidate is not built on: the next step starts from the best candidate's state;
    with ``kind_fall_limit``, so is one that lost a kind of task the starting weights solved.
@@ -34,6 +36,7 @@ the loss is token-mean over the whole batch (DAPO) unless ``aggregation`` says o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
@@ -60,6 +63,7 @@ from muarl.train.checkpoint import (
     save_checkpoint,
 )
 from muarl.train.config import GRPOConfig
+from muarl.train.frozen_trunk import TrunkTap, reference_logprobs_from_tap, shared_trunk_depth
 from muarl.train.selection import Selection
 from muarl.train.grpo import grpo_loss, kept_advantages
 from muarl.train.metrics import MetricsWriter, episode_metrics, update_size
@@ -196,6 +200,7 @@ class GRPOTrainer:
         # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
         # fifth of an update's time (issue 21: in a 30-minute box a roll back to the start is common)
         self.policy_is_reference = True
+        self._trunk: int | None = None  # frozen bottom blocks shared with the reference (None: not checked yet)
         self.params = trainable_parameters(self.model)
         self.optimizer, self.scheduler = self._fresh_optimizer()
         # the starting weights, for a roll back to candidate 0 (the trainable ones: all, or the LoRA adapters)
@@ -254,6 +259,7 @@ class GRPOTrainer:
         state = restore_training_state(ckpt, self.optimizer, self.scheduler)
         self.step, self.position = state["step"], state["position"]
         self.policy_is_reference = False  # a checkpoint is a step's weights
+        self._trunk = None  # its frozen blocks are compared with the reference's again
 
     def _fresh_optimizer(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
         cfg = self.cfg
@@ -412,6 +418,7 @@ class GRPOTrainer:
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
             at_reference = self.policy_is_reference
             cut, prefix, ref_prefix = self._shared_prefix(chunk, with_reference=not at_reference)
+            tap = self._trunk_tap() if self.reference is not None and not at_reference else None
             for start in range(0, len(chunk), cfg.micro_batch_size):
                 micro = chunk[start:start + cfg.micro_batch_size]
                 batch = pad_sequences([e.tokens.input_ids[cut:] for e, _ in micro], [e.tokens.loss_mask[cut:] for e, _ in micro],
@@ -420,14 +427,21 @@ class GRPOTrainer:
                 n_tokens = int(mask.sum())
                 if n_tokens == 0:
                     continue
-                flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix,
-                                                    temperature=cfg.temperature)
+                with tap.recording(self.model) if tap is not None else contextlib.nullcontext():
+                    flat, entropy = supervised_logprobs(self.model, batch, bf16=cfg.model.bf16, with_entropy=True, prefix=prefix,
+                                                        temperature=cfg.temperature)
                 if cfg.entropy_coef == 0:
                     entropy = entropy.detach()
                 old_flat = flat.detach() if old is None else torch.cat([old[id(e)] for e, _ in micro])
                 ref_flat = None
                 if self.reference is not None and at_reference:
                     ref_flat = flat.detach()
+                elif tap is not None:  # the reference's top blocks only, from the policy's frozen trunk
+                    with self.reference.active(self.model) as ref_model:
+                        ref_flat = reference_logprobs_from_tap(
+                            ref_model, tap, batch, bf16=cfg.model.bf16, temperature=cfg.temperature,
+                            cache=None if ref_prefix is None else ref_prefix.cache_for(len(micro)))
+                    tap.clear()
                 elif self.reference is not None:
                     with torch.no_grad(), self.reference.active(self.model) as ref_model:
                         ref_flat, _ = supervised_logprobs(ref_model, batch, bf16=cfg.model.bf16, prefix=ref_prefix,
@@ -462,6 +476,14 @@ class GRPOTrainer:
         out["update_size"] = update_size(before, self.params)
         out["trained_tokens"] = float(tokens_seen)
         return out
+
+    def _trunk_tap(self) -> TrunkTap | None:
+        """A tap on the policy's first trainable block when the blocks under it are the reference's own weights
+        (``train_top_layers``), so the reference runs its top blocks only; checked once per loaded set of weights."""
+        if self._trunk is None:
+            with self.reference.active(self.model) as ref_model:
+                self._trunk = shared_trunk_depth(self.model, ref_model)
+        return TrunkTap(self._trunk) if self._trunk else None
 
     def _shared_prefix(self, chunk: list[tuple[Episode, float]], with_reference: bool = True
                        ) -> tuple[int, SharedPrefix | None, SharedPrefix | None]:
