@@ -15,7 +15,7 @@ from muarl.domains import DOMAINS
 from muarl.models.tiny import tiny_random_lm
 from muarl.train.config import GRPOConfig, ModelConfig, SFTConfig
 from muarl.train.frozen_trunk import TrunkTap, reference_logprobs_from_tap, shared_trunk_depth, trunk_depth
-from muarl.train.model_setup import freeze_below_top, load_trainable, trainable_parameters
+from muarl.train.model_setup import enable_checkpointing, freeze_below_top, load_trainable, trainable_parameters
 from muarl.train.sequences import pad_sequences, supervised_logprobs
 from muarl.train.sft import run_sft
 from muarl.train.shared_prefix import backward_prefix, encode_prefix
@@ -94,7 +94,7 @@ def test_the_top_blocks_gradients_are_those_of_the_full_model_with_and_without_c
         freeze_below_top(model, 1)
         model.zero_grad(set_to_none=True)
         if checkpointing:  # no KV cache under checkpointing: whole sequences, as the trainer runs them then
-            model.gradient_checkpointing_enable()
+            enable_checkpointing(model)
             model.train()
             flat, _ = supervised_logprobs(model, pad_sequences(ids, masks, 0))
             (flat * torch.linspace(-1.0, 1.0, flat.numel())).sum().backward()

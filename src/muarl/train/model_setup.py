@@ -46,7 +46,7 @@ def load_trainable(cfg: ModelConfig, seed: int = 0, adapter_dir: str | None = No
     if cfg.train_top_layers is not None:
         freeze_below_top(model, cfg.train_top_layers)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_checkpointing(model)
         if cfg.finetune == "lora":
             model.enable_input_require_grads()
     model.config.use_cache = False
@@ -69,6 +69,12 @@ def freeze_below_top(model: Any, n: int) -> None:
         if module is not None:
             for param in module.parameters():
                 param.requires_grad_(True)
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Activation checkpointing under its transformers 5 name, or the older one (the verl extra's transformers)."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
 
 
 def trainable_parameters(model: Any) -> list[Any]:
