@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 
+from muarl.config import ConfigError
 from muarl.domains import DOMAINS
 from muarl.models.tiny import tiny_random_lm
 from muarl.train.config import GRPOConfig, ModelConfig, SFTConfig
@@ -39,7 +40,7 @@ def test_only_the_top_blocks_and_the_final_norm_are_trainable():
 
 def test_more_blocks_than_the_model_has_or_lora_are_refused():
     model, _ = tiny_random_lm(seed=0, layers=2)
-    with pytest.raises(ValueError, match="3 blocks asked for, the model has 2"):
+    with pytest.raises(ConfigError, match="3 blocks asked for, the model has 2"):
         freeze_below_top(model, 3)
     with pytest.raises(ValueError, match="with LoRA choose lora_targets"):
         ModelConfig(name="tiny-random", finetune="lora", train_top_layers=1)

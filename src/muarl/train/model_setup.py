@@ -16,6 +16,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from muarl.config import ConfigError
 from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
 from muarl.models.logits import causal_lm_parts
@@ -60,9 +61,9 @@ def freeze_below_top(model: Any, n: int) -> None:
     decoder, _ = causal_lm_parts(model)
     blocks = getattr(decoder, "layers", None)
     if blocks is None:
-        raise ValueError(f"train_top_layers: {type(decoder).__name__} keeps no list of blocks in .layers; train all weights or use LoRA")
+        raise ConfigError(f"train_top_layers: {type(decoder).__name__} keeps no list of blocks in .layers; train all weights or use LoRA")
     if n > len(blocks):
-        raise ValueError(f"train_top_layers: {n} blocks asked for, the model has {len(blocks)}")
+        raise ConfigError(f"train_top_layers: {n} blocks asked for, the model has {len(blocks)}")
     for param in model.parameters():
         param.requires_grad_(False)
     for module in [*blocks[len(blocks) - n:], getattr(decoder, "norm", None)]:
