@@ -173,6 +173,8 @@ def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_pa
     for fixed in ({"finetune": "lora"}, {"name": "other"}, {"precision": "fp32"}):
         with pytest.raises(ValueError, match="grpo.model may set ModelConfig fields other than"):
             form_config("full", out="f", grpo={"model": fixed})
+    with pytest.raises(ValueError, match=r"grpo.model must be a mapping of ModelConfig fields, got int: 8"):
+        form_config("full", out="f", grpo={"model": 8})
     with pytest.raises(ConfigError, match="invalid GRPO settings: .*train_top_layers"):
         stages.grpo_config(form_config("full", out="f", grpo={"model": {"train_top_layers": 0}}), tmp_path, "m", ["t1"])
 

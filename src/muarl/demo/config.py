@@ -143,7 +143,9 @@ class DemoConfig(YamlConfig):
         if RESERVED_GRPO & set(self.grpo):
             raise ValueError(f"grpo overrides may not set {sorted(RESERVED_GRPO & set(self.grpo))}: the demo sets them")
         model = self.grpo.get("model", {})
-        if not isinstance(model, dict) or RESERVED_GRPO_MODEL & set(model):
+        if not isinstance(model, dict):
+            raise ValueError(f"grpo.model must be a mapping of ModelConfig fields, got {type(model).__name__}: {model!r}")
+        if RESERVED_GRPO_MODEL & set(model):
             raise ValueError(f"grpo.model may set ModelConfig fields other than {sorted(RESERVED_GRPO_MODEL)}: the demo sets those")
         reward_from_setting(self.reward)  # an unknown reward or option is refused here, not after the cold start
         if self.base_eval_tasks > self.eval_tasks:
