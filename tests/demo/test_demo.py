@@ -13,15 +13,12 @@ from muarl.cli import main
 from muarl.config import ConfigError
 from muarl.demo import run as demo_run
 from muarl.demo import stages
-from muarl.demo.config import DemoConfig, form_config
+from muarl.demo.config import PILOT, DemoConfig, form_config
 from muarl.demo.report import results_markdown
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 from muarl.train.trainer import task_kind
 
-PILOT = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 3, "base_eval_tasks": 2,
-         "eval_concurrency": 4, "max_turns": 6, "max_new_tokens": 8, "sft_demos": 3, "sft_epochs": 1.0,
-         "sft_max_steps": 1, "grpo_steps": 1, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1, "val_holdout": 2}}
 
 
 def pilot_config(out, **changes) -> DemoConfig:
@@ -169,7 +166,14 @@ def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_pa
     cfg = form_config("full", out="f", grpo={"model": {"train_top_layers": 8}})
     model = stages.grpo_config(cfg, tmp_path, "cold-start-dir", ["t1"]).model
     assert (model.train_top_layers, model.name, model.finetune) == (8, "cold-start-dir", "full")
-    assert stages.grpo_config(form_config("full", out="f"), tmp_path, "m", ["t1"]).model.train_top_layers is None
+    assert stages.grpo_config(form_config("quick", out="q"), tmp_path, "m", ["t1"]).model.train_top_layers is None
+    full = stages.grpo_config(form_config("full", out="f"), tmp_path, "m", ["t1"])  # protocol 9: the top 8 blocks at 5e-5
+    assert (full.model.train_top_layers, full.lr) == (8, 5e-5)
+    # a grpo.model override merges with the form's: a setting of its own keeps the form's others, null undoes one
+    merged = form_config("full", out="f", grpo={"model": {"gradient_checkpointing": True}}).grpo["model"]
+    assert merged == {"train_top_layers": 8, "gradient_checkpointing": True}
+    every = stages.grpo_config(form_config("full", out="f", grpo={"model": {"train_top_layers": None}}), tmp_path, "m", ["t1"])
+    assert every.model.train_top_layers is None
     for fixed in ({"finetune": "lora"}, {"name": "other"}, {"precision": "fp32"}):
         with pytest.raises(ValueError, match="grpo.model may set ModelConfig fields other than"):
             form_config("full", out="f", grpo={"model": fixed})
