@@ -92,7 +92,7 @@ def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp
 
     pilot = {"model": "tiny-random", "precision": "fp32", "pilot": True, "eval_tasks": 2, "base_eval_tasks": 1, "eval_concurrency": 2,
              "max_turns": 4, "max_new_tokens": 8, "sft_demos": 2, "sft_epochs": 1.0, "sft_max_steps": 1, "grpo_steps": 1,
-             "control": False, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1, "model": {"train_top_layers": 1}}}
+             "control": False, "grpo": {"tasks_per_step": 1, "group_size": 2, "max_sampling_rounds": 1}}
     run_demo(form_config("full", out=str(tmp_path / "run"), **pilot), progress=False)
     out = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "box"), "--minutes", "10")
     assert out["muarl"] == SRC and out["box_minutes"] == 10 and out["steps"] == 1
