@@ -15,6 +15,7 @@ from muarl.demo import run as demo_run
 from muarl.demo import stages
 from muarl.demo.config import PILOT, DemoConfig, form_config
 from muarl.demo.report import results_markdown
+from muarl.models.hf_loading import ModelLoadError
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
 from muarl.train.trainer import task_kind
@@ -162,6 +163,26 @@ def test_the_grpo_reward_is_a_demo_option_checked_before_anything_runs(tmp_path)
     with pytest.raises(ConfigError, match="invalid GRPO settings: .*train_top_layers"):
         stages.grpo_config(form_config("full", out="f", grpo={"model": {"train_top_layers": 0}}), tmp_path, "m", ["t1"])
 
+
+
+def test_grpo_settings_that_cannot_run_are_refused_before_the_cold_start_spends_its_minutes(tmp_path):
+    # deeper than the tiny model's 2 blocks, or refused by GRPOConfig: at once, in one line, nothing written
+    with pytest.raises(ConfigError, match=r"^grpo.model.train_top_layers: 3 blocks asked for, tiny-random has 2$"):
+        demo_run.run_demo(pilot_config(tmp_path / "deep", grpo={"model": {"train_top_layers": 3}}), progress=False)
+    with pytest.raises(ConfigError, match="invalid GRPO settings: .*train_top_layers"):
+        demo_run.run_demo(pilot_config(tmp_path / "zero", grpo={"model": {"train_top_layers": 0}}), progress=False)
+    with pytest.raises(ModelLoadError, match="cannot read the config of"):
+        demo_run.run_demo(pilot_config(tmp_path / "gone", model=str(tmp_path / "no-model"), grpo={"model": {"train_top_layers": 1}}),
+                          progress=False)
+    assert not any((tmp_path / name).exists() for name in ("deep", "zero", "gone"))
+
+
+def test_an_embedded_model_that_cannot_be_had_is_one_line_not_a_traceback(tmp_path):
+    # no cached conversion and the wheel it would be converted from is not there
+    env = {"MUARL_CACHE": str(tmp_path / "cache"), "MUARL_SMOLLM2_WHEEL": str(tmp_path / "gone.whl")}
+    result = CliRunner(env=env).invoke(main, ["demo", "--out", str(tmp_path / "d"), "--quiet"])
+    assert result.exit_code == 2, result.output  # a usage error, not the exception's exit code 1
+    assert "gone.whl is not a file" in result.output and "Traceback" not in result.output
 
 
 def test_the_command_refuses_a_used_directory_in_one_line(tmp_path):

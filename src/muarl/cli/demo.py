@@ -39,6 +39,7 @@ def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | No
     from muarl.demo.report import results_markdown
     from muarl.demo.run import run_demo, run_seeds
     from muarl.demo.spread import spread_markdown
+    from muarl.models.hf_loading import ModelLoadError
     from muarl.reward import parse_reward_flag
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -57,7 +58,7 @@ def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | No
             click.echo(f"spread: {out}/spread.md · each run: {out}/seed-N/results.md")
             return
         results = run_demo(cfg, resume=resume, progress=not quiet)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, ModelLoadError) as exc:
         raise click.UsageError(" ".join(str(exc).split())) from None
     click.echo(results_markdown(results))
     click.echo(f"results: {out}/results.json · figure: {out}/success.png · training dynamics: {out}/grpo/training_dynamics.png")

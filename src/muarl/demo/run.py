@@ -79,6 +79,7 @@ def check_out_dir(cfg: DemoConfig, resume: bool) -> Path:
 
 def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Every stage (those already done skipped on resume), then the results files; returns the results."""
+    st.check_grpo_settings(cfg)
     out = check_out_dir(cfg, resume)
     eval_tasks, base_tasks = st.eval_tasks(cfg), st.base_eval_tasks(cfg)
     done: dict[str, dict[str, Any]] = {}

@@ -281,6 +281,18 @@ def control_candidate(run: Path, rows: list[dict[str, Any]], minutes: float) -> 
     return str((saved if saved is not None and saved.is_dir() else run / "model").resolve())
 
 
+def check_grpo_settings(cfg: DemoConfig) -> None:
+    """Refuse GRPO settings that cannot run before the stages ahead of GRPO spend their minutes (the cold start
+    and its evaluation take half an hour in the full form): the settings themselves, and a ``train_top_layers``
+    deeper than the base model (the cold start keeps its blocks)."""
+    from muarl.models.hf_loading import block_count
+
+    top = grpo_config(cfg, Path(cfg.out) / "grpo", cfg.model, []).model.train_top_layers
+    blocks = block_count(cfg.model) if top is not None else None
+    if blocks is not None and top > blocks:
+        raise ConfigError(f"grpo.model.train_top_layers: {top} blocks asked for, {cfg.model} has {blocks}")
+
+
 def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]) -> Any:
     from muarl.train.config import GRPOConfig, ModelConfig
 

@@ -121,6 +121,22 @@ def resolve_model(name_or_path: str) -> str:
     return name_or_path
 
 
+def block_count(name_or_path: str) -> int | None:
+    """The model's decoder blocks, read from its config alone (no weights are loaded), or None where the config
+    does not say: lets settings such as ``train_top_layers`` be refused before a run spends minutes on them."""
+    if name_or_path == TINY_MODEL:
+        from muarl.models.tiny import TINY_LAYERS
+
+        return TINY_LAYERS
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(resolve_model(name_or_path))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read the config of {name_or_path!r}: {exc}") from None
+    return getattr(config, "num_hidden_layers", None)
+
+
 def load_tokenizer(source: str | Path) -> Any:
     """The tokenizer saved at ``source``, with padding set to the eos token where it has no pad token."""
     from transformers import AutoTokenizer

@@ -38,7 +38,10 @@ def tiny_tokenizer(vocab_size: int = 384) -> Any:
     )
 
 
-def tiny_random_lm(seed: int = 0, hidden_size: int = 64, layers: int = 2) -> tuple[Any, Any]:
+TINY_LAYERS = 2  # decoder blocks of the tiny model
+
+
+def tiny_random_lm(seed: int = 0, hidden_size: int = 64, layers: int = TINY_LAYERS) -> tuple[Any, Any]:
     """(LlamaForCausalLM with random weights in float32, its tokenizer); same seed, same weights."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
