@@ -122,8 +122,9 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def block_count(name_or_path: str) -> int | None:
-    """The model's decoder blocks, read from its config alone (no weights are loaded), or None where the config
-    does not say: lets settings such as ``train_top_layers`` be refused before a run spends minutes on them."""
+    """The model's decoder blocks, read from its config alone (no weights are loaded): lets settings such as
+    ``train_top_layers`` be refused before a run spends minutes on them. None where no config is read here (a
+    run directory or adapter the loaders resolve otherwise, or no model at all: their own errors come at load)."""
     if name_or_path == TINY_MODEL:
         from muarl.models.tiny import TINY_LAYERS
 
@@ -132,8 +133,8 @@ def block_count(name_or_path: str) -> int | None:
 
     try:
         config = AutoConfig.from_pretrained(resolve_model(name_or_path))
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot read the config of {name_or_path!r}: {exc}") from None
+    except (OSError, ValueError):
+        return None
     return getattr(config, "num_hidden_layers", None)
 
 
