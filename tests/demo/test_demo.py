@@ -21,7 +21,6 @@ from muarl.train.config import GRPOConfig
 from muarl.train.trainer import task_kind
 
 
-
 def pilot_config(out, **changes) -> DemoConfig:
     return form_config("full", out=str(out), **{**PILOT, **changes})
 
