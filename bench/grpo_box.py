@@ -6,7 +6,9 @@ train tasks its cold start did not see, from its synth stage) and its seed, into
 once with this tree and once with an older tree's ``src`` on ``PYTHONPATH``, on the same idle machine, to
 compare engines and trainers by what the box buys: steps, and per step the rollout and update seconds. With
 ``--grpo`` it runs a variant of the run's GRPO (say ``'{mini_batches: 2}'``) from the same cold start and prints the
-model it hands on, for ``bench/score_on_test.py`` to score on the run's held-out tasks.
+model it hands on, for ``bench/score_on_test.py`` to score on the run's held-out tasks. With ``--seed`` it runs the
+same GRPO again under another seed (its validation split, task order and samples): how far one protocol's result
+moves from one cold start by GRPO's own draws, the noise any two protocols' difference must stand out from.
 
     python bench/grpo_box.py --run runs/spread/bf16/seed-0 --out /tmp/box-new
     git archive f1888bb src | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src python bench/grpo_box.py --run ... --out /tmp/box-old
@@ -40,11 +42,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, help="the box (default: the run's grpo_minutes)")
     parser.add_argument("--grpo", type=yaml.safe_load, default={}, metavar="YAML",
                         help="GRPO settings over the run's (e.g. '{mini_batches: 2}'): a variant of its GRPO from its cold start")
+    parser.add_argument("--seed", type=int, help="GRPO's seed (default: the run's; the cold start is the run's either way)")
     args = parser.parse_args()
 
     saved = json.loads((args.run / "demo_config.json").read_text(encoding="utf-8"))
     known = {k: v for k, v in saved.items() if k in DemoConfig.model_fields}
     known["grpo"] = {**known.get("grpo", {}), **args.grpo}
+    if args.seed is not None:
+        known["seed"] = args.seed  # only the GRPO stage runs here: the seed reaches no other stage
     cfg = DemoConfig(**{**known, "out": str(args.out), **({"grpo_minutes": args.minutes} if args.minutes else {})})
     synth = json.loads((args.run / "synth" / "stage.json").read_text(encoding="utf-8"))
     sft = json.loads((args.run / "sft" / "stage.json").read_text(encoding="utf-8"))
@@ -56,7 +61,7 @@ def main() -> None:
     rows = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     print(json.dumps({
         "muarl": str(Path(muarl.__file__).resolve().parents[1]), "run": str(args.run), "box_minutes": cfg.grpo_minutes,
-        "grpo": cfg.grpo, "steps": result["steps"], "minutes": round(result["minutes"], 2), "cpu_minutes": round(result["cpu_minutes"], 2),
+        "seed": cfg.seed, "grpo": cfg.grpo, "steps": result["steps"], "minutes": round(result["minutes"], 2), "cpu_minutes": round(result["cpu_minutes"], 2),
         # the model the stage hands on (its chosen checkpoint when it validates), for bench/score_on_test.py
         "model": result["model"], "chosen_step": result.get("chosen_step"),
         "per_step": [{k: round(r[k], 1 if k.endswith("seconds") else 4) if isinstance(r.get(k), float) else r.get(k)

@@ -107,6 +107,10 @@ def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp
     handed_on = Path(variant["model"])  # the cold start (step 0) or the variant's own step, as its validation chose
     assert handed_on.is_dir() and (tmp_path / ("run" if variant["chosen_step"] == 0 else "variant")) in handed_on.parents
     assert "mini_batches: 2" in (tmp_path / "variant" / "config.yaml").read_text()  # the trainer ran with it
+    assert "seed: 0" in (tmp_path / "box" / "config.yaml").read_text().splitlines()  # the run's own seed by default
+    repeat = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "repeat"), "--seed", "7")
+    assert repeat["seed"] == 7 and repeat["grpo"] == out["grpo"]
+    assert "seed: 7" in (tmp_path / "repeat" / "config.yaml").read_text().splitlines()  # GRPO drew with its own seed
 
 
 def test_validate_checkpoint_scores_a_model_on_a_runs_validation_tasks(tmp_path):
