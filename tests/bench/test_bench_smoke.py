@@ -141,7 +141,8 @@ def parity_reward(domain, task, final_hash, trajectory, agent_turns):
 def test_first_step_probe_replays_a_runs_first_update_and_lands_on_its_recorded_validation(tmp_path):
     """Issue 21: step 1's update replayed from the kept rollouts; the run's own settings must reproduce its step-1
     validation conversation for conversation, another learning rate must move the weights by another amount, and
-    one too small to change a greedy token must give back the start's."""
+    one too small to change a greedy token must give back the start's; the random control moves every weight by the
+    rate, as far as the first update moves any."""
     from muarl.rollout.store import read_episodes
     from muarl.train.config import GRPOConfig, ModelConfig
     from muarl.train.trainer import GRPOTrainer
@@ -153,7 +154,7 @@ def test_first_step_probe_replays_a_runs_first_update_and_lands_on_its_recorded_
     trainer.start()
     trainer.train()
     out = bench("first_step_probe.py", str(tmp_path / "run"), "--variant", "base={}", "--variant", "slow={lr: 1.0e-4}",
-                "--variant", "still={lr: 1.0e-9}")
+                "--variant", "still={lr: 1.0e-9}", "--random-control", "0", "--random-control", "1")
     base, slow, still = (out["variants"][k] for k in ("base", "slow", "still"))
     recorded = {r["step"]: r["val_transcripts"] for r in out["recorded"]}
     assert sorted(recorded) == [0, 1] and recorded[0] != recorded[1]  # the run's first update changed what it says
@@ -161,6 +162,10 @@ def test_first_step_probe_replays_a_runs_first_update_and_lands_on_its_recorded_
     assert base["update_size"] > slow["update_size"] > still["update_size"] > 0
     assert base["trained_episodes"] == slow["trained_episodes"] > 0
     assert base["trained_episodes"] <= len(read_episodes(tmp_path / "run" / "rollouts" / "step-000001.jsonl")[0])
+    one, two = out["random_controls"]
+    assert one["rate"] == two["rate"] == 1e-2 and one["val_transcripts"] != recorded[1]
+    assert one["update_size"] == pytest.approx(two["update_size"], rel=1e-6)  # every weight moved by the rate, either sign
+    assert 0 < base["update_size"] <= one["update_size"]  # AdamW's first step moves no weight further than the rate
 
 
 def test_score_on_test_evaluates_a_model_as_the_demo_did(tmp_path):

@@ -133,6 +133,21 @@ def test_a_steps_logged_learning_rate_is_the_one_its_updates_used(tmp_path):
     assert [r["lr"] for r in rows] == pytest.approx(applied)
 
 
+def test_a_first_adamw_step_moves_each_weight_by_lr_times_g_over_abs_g_plus_eps(tmp_path):
+    """Issue 21: Adam's first step moves every weight by the full rate whatever its gradient's size (m/sqrt(v) =
+    sign(g)); ``adam_eps`` is the floor under which a gradient counts as noise and moves its weight by lr * g / eps."""
+    for eps in (1e-8, 1e-2):
+        trainer = GRPOTrainer(config(tmp_path / f"run-{eps}", lr=1e-3, adam_eps=eps), progress=False)
+        before = [p.detach().clone() for p in trainer.params]
+        grads = [torch.full_like(p, 1e-2) * torch.linspace(-1, 1, p.numel()).reshape(p.shape) for p in trainer.params]
+        for p, g in zip(trainer.params, grads):
+            p.grad = g.clone()
+        trainer.optimizer.step()
+        for b, a, g in zip(before, trainer.params, grads):
+            torch.testing.assert_close(a.detach(), b - 1e-3 * g / (g.abs() + eps), atol=1e-6, rtol=0)  # moves are up to 1e-3
+        trainer.close()
+
+
 def test_run_directory_guards(tmp_path):
     first = GRPOTrainer(config(tmp_path / "r", steps=1), progress=False)
     first.start()

@@ -101,6 +101,8 @@ class GRPOConfig(WorldConfig):
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warmup steps")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW eps: a weight whose gradient is far under it moves by lr * g / eps instead of "
+                            "Adam's full lr * sign(g) of a first step (a floor for gradient noise; the default is torch's)")
     micro_batch_size: int = Field(1, ge=1, description="sequences per forward/backward (gradients accumulate over the batch)")
     share_prefix: bool = Field(True, description="encode the prompt prefix all sequences of an update share once (exact; not with gradient checkpointing)")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per rollout batch (1: strictly on-policy)")
