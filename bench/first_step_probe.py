@@ -76,9 +76,8 @@ def random_control(cfg: GRPOConfig, seed: int) -> tuple[dict, dict[str, str]]:
     first-step learning rate in a seeded random sign, the most a first AdamW step moves any weight (m / sqrt(v) is
     sign(g) where |g| is far above eps), then validated. A kind of task the real update loses and this keeps was
     lost to what the update learned, not to a step of that size."""
-    rate = cfg.lr * (min(1.0, 1 / cfg.warmup_steps) if cfg.warmup_steps else 1.0)  # the scheduler's first factor
-
     def move(trainer: GRPOTrainer) -> dict:
+        rate = trainer.optimizer.param_groups[0]["lr"]  # the first step's, as the trainer's scheduler set it (warmup)
         before = [p.detach().clone() for p in trainer.params]
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
