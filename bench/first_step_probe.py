@@ -11,6 +11,7 @@ update's direction: the cold start moved as far as a first AdamW step moves a we
 
     python bench/first_step_probe.py runs/spread3/bf16/seed-2/grpo --variant base={} --variant 'lr1e-5={lr: 1.0e-5}' \
         --random-control 0
+    python bench/first_step_probe.py RUN/grpo --variant 'anchor={anchor_coef: 0.1, anchor_data: RUN/synth/sft_demos.jsonl}'
 
 Prints one JSON record: per variant its settings, the update's diagnostics (KL, update size, trained tokens) and
 its greedy validation success overall and by kind and a digest of its validation conversations, beside the run's own
@@ -67,7 +68,7 @@ def probe(cfg: GRPOConfig, groups: list[list], changes: dict) -> tuple[dict, dic
         samples, stats = trainer.training_samples(groups)
         losses = trainer.update(samples)
         return {"changes": changes, "trained_episodes": len(samples), "groups": stats["groups"],
-                **{k: losses[k] for k in ("kl", "update_size", "grad_norm", "trained_tokens")}}
+                **{k: losses[k] for k in ("kl", "update_size", "grad_norm", "trained_tokens", "anchor_nll") if k in losses}}
     return validated_after(GRPOConfig(**{**cfg.model_dump(), **changes}), update)
 
 

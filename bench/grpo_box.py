@@ -57,7 +57,8 @@ def main() -> None:
         raise SystemExit(f"{args.out} is not empty: each measurement needs a fresh directory")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    result = stages.stage_grpo(cfg, args.out, sft["model"], synth["grpo_task_ids"], progress=False)
+    result = stages.stage_grpo(cfg, args.out, sft["model"], synth["grpo_task_ids"], progress=False,
+                               demos=args.run / "synth" / stages.SFT_DEMOS)
     rows = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     print(json.dumps({
         "muarl": str(Path(muarl.__file__).resolve().parents[1]), "run": str(args.run), "box_minutes": cfg.grpo_minutes,

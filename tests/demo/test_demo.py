@@ -163,6 +163,14 @@ def test_the_grpo_reward_is_a_demo_option_checked_before_anything_runs(tmp_path)
     assert not (tmp_path / "x").exists()
 
 
+def test_an_anchor_weight_anchors_grpo_on_the_cold_starts_own_demonstrations(tmp_path):
+    cfg = form_config("full", out=str(tmp_path / "run"), grpo={"anchor_coef": 0.1})
+    assert stages.grpo_config(cfg, tmp_path, "m", ["t1"]).anchor_data == str(tmp_path / "run" / "synth" / stages.SFT_DEMOS)
+    elsewhere = tmp_path / "other" / "sft_demos.jsonl"  # bench/grpo_box.py: another run's cold start
+    assert stages.grpo_config(cfg, tmp_path, "m", ["t1"], demos=elsewhere).anchor_data == str(elsewhere)
+    assert stages.grpo_config(form_config("full", out="f"), tmp_path, "m", ["t1"]).anchor_data is None  # off by default
+
+
 def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_path):
     cfg = form_config("full", out="f", grpo={"model": {"train_top_layers": 8}})
     model = stages.grpo_config(cfg, tmp_path, "cold-start-dir", ["t1"]).model

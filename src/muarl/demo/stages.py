@@ -293,11 +293,15 @@ def check_grpo_settings(cfg: DemoConfig) -> None:
         raise ConfigError(f"grpo.model.train_top_layers: {top} blocks asked for, {cfg.model} has {blocks}")
 
 
-def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]) -> Any:
+def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], demos: Path | None = None) -> Any:
+    """GRPO's settings in the demo; with ``anchor_coef`` (and no ``anchor_data`` given) the anchor is ``demos``, the
+    cold start's own demonstrations (default: the run's ``synth/sft_demos.jsonl``)."""
     from muarl.train.config import GRPOConfig, ModelConfig
 
     fields = {"max_turns": cfg.max_turns, "max_new_tokens": cfg.max_new_tokens, "max_context": cfg.context,
               "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
+    if fields.get("anchor_coef") and not fields.get("anchor_data"):
+        fields["anchor_data"] = str((demos or Path(cfg.out) / "synth" / SFT_DEMOS).resolve())
     model_fields = fields.pop("model", {})
     try:
         model = ModelConfig(**model_fields, name=sft_model, precision=cfg.precision, finetune="full")  # evaluation loads full weights
@@ -307,7 +311,8 @@ def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str
         raise ConfigError(f"invalid GRPO settings: {validation_problems(exc)}") from None
 
 
-def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], progress: bool) -> dict[str, Any]:
+def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], progress: bool,
+               demos: Path | None = None) -> dict[str, Any]:
     """GRPO from the cold start on unseen train tasks, time-boxed; resumes from its last checkpoint (the time
     already spent counts). The first step's rollouts are the cold start sampled at temperature 1: their
     success and pass@n (groups with any success) are the calibration figures and RL's reachable ceiling."""
@@ -316,7 +321,7 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     from muarl.train.trainer import GRPOTrainer
 
     started, cpu_started = time.monotonic(), time.process_time()
-    trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids), progress=progress)
+    trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids, demos), progress=progress)
     try:
         trainer.start(resume=True)  # fresh when there is no checkpoint yet
         before = read_metrics(stage) if (stage / "metrics.jsonl").exists() else []

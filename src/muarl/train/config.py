@@ -118,6 +118,11 @@ class GRPOConfig(WorldConfig):
     drop_uniform: bool = Field(False, description="skip groups whose scored episodes all have the same reward (zero variance: no signal)")
     dynamic_sampling: bool = Field(False, description="DAPO's dynamic sampling: roll out fresh tasks while fewer than tasks_per_step groups carry signal; groups without signal are dropped")
     max_sampling_rounds: int = Field(3, ge=1, description="rollout rounds per step at most, with dynamic_sampling")
+    anchor_data: str | None = Field(None, description="chat JSONL of demonstrations (as muarl sft reads) kept in the update: with "
+                                    "anchor_coef, each optimizer step adds their supervised loss (say, the cold start's own SFT data)")
+    anchor_coef: float = Field(0.0, ge=0, description="weight of the anchor's mean NLL beside the policy loss (InstructGPT's PPO-ptx); "
+                               "0: no anchor")
+    anchor_per_step: int = Field(8, ge=1, description="demonstrations each optimizer step anchors on (a seeded draw, epoch by epoch)")
     quarantine_user_faults: bool = Field(False, description="leave the episodes the failure attribution labels user (the "
                                          "simulated user left its script) out of their group before advantages are computed")
     quarantine_min_group: int = Field(2, ge=2, description="with quarantine_user_faults: a group left with fewer episodes is dropped")
@@ -131,6 +136,8 @@ class GRPOConfig(WorldConfig):
     def _check(self) -> GRPOConfig:
         if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
+        if self.anchor_coef > 0 and not self.anchor_data:
+            raise ValueError("anchor_coef weighs the supervised loss of demonstrations: set anchor_data to their chat JSONL")
         if self.rollback_below is not None and self.select_checkpoint != "best_val":
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
         if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):

@@ -164,8 +164,10 @@ def group_suffixes(examples: list[Example], cut: int, length: int) -> list[list[
     return groups
 
 
-def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, prefix_ids: list[int] | None = None) -> tuple[float, int]:
-    """Back-propagate the mean negative log-likelihood of the supervised tokens of ``rows``; (loss, tokens).
+def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, prefix_ids: list[int] | None = None,
+                 scale: float = 1.0) -> tuple[float, int]:
+    """Back-propagate ``scale`` times the mean negative log-likelihood of the supervised tokens of ``rows``; (that
+    mean, unscaled, and the tokens). GRPO's anchor (``muarl.train.anchor``) adds it to a policy loss at a weight.
 
     Rows run one at a time, each weighted by its share of the tokens, so memory holds one row's activations and
     no row is padded: a padding mask sends attention down a slower, larger path (3 whole clinic conversations in
@@ -181,7 +183,7 @@ def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, pr
         if not logprobs.numel():
             continue
         row_loss = -logprobs.sum() / total
-        row_loss.backward()
+        (row_loss * scale).backward()
         loss += float(row_loss.detach())
     if prefix is not None:
         backward_prefix(prefix)

@@ -24,7 +24,8 @@ What it really does, step by step:
    ``grad_clip``, one AdamW step. Every log-probability (new, old, reference) and the entropy are those of
    ``softmax(logits / temperature)``, the distribution the rollouts were sampled from. When only the top blocks
    train (``train_top_layers``), the reference runs those blocks alone from the policy's frozen trunk
-   (``muarl.train.frozen_trunk``).
+   (``muarl.train.frozen_trunk``). With ``anchor_coef``, each optimizer step also back-propagates that weight times
+   the supervised loss of a few demonstrations (``muarl.train.anchor``: PPO-ptx, against forgetting).
 5. Log the step's metrics; checkpoint every ``save_every`` steps. With ``rollback_below``, a validated step that
    fell clearly below the best candidate is not built on: the next step starts from the best candidate's state;
    with ``kind_fall_limit``, so is one that lost a kind of task the starting weights solved.
@@ -56,6 +57,7 @@ from muarl.rollout.runner import run_many
 from muarl.rollout.store import atomic_write_text, write_run_info
 from muarl.seeds import step_seed
 from muarl.rollout.world import build_world
+from muarl.train.anchor import Anchor
 from muarl.train.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
@@ -195,6 +197,8 @@ class GRPOTrainer:
                           if cfg.select_checkpoint == "best_val" else None)
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
+        self.anchor = (Anchor(cfg.anchor_data, self.tokenizer, cfg.model.chat_format, cfg.max_context, cfg.anchor_per_step, cfg.seed)
+                       if cfg.anchor_coef > 0 else None)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         # whether the trainable weights are those the reference was built from (a fresh start, or a roll back to
         # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
@@ -412,8 +416,8 @@ class GRPOTrainer:
         old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
         before = [p.detach().clone() for p in self.params]
         sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
-        tokens_seen, grad_norms, rates = 0, [], []
-        for chunk in chunks:
+        tokens_seen, grad_norms, rates, anchor_nll = 0, [], [], []
+        for i, chunk in enumerate(chunks):
             self.optimizer.zero_grad(set_to_none=True)
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
             at_reference = self.policy_is_reference
@@ -465,6 +469,10 @@ class GRPOTrainer:
                 tokens_seen += n_tokens
             if prefix is not None:
                 backward_prefix(prefix)
+            if self.anchor is not None:  # optimizer steps are counted as the run's steps are: a resumed run draws alike
+                nll, _ = self.anchor.backward(self.model, self.step * cfg.mini_batches + i, cfg.anchor_coef, bf16=cfg.model.bf16,
+                                              share_prefix=cfg.share_prefix and not cfg.model.gradient_checkpointing)
+                anchor_nll.append(nll)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
             rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
             self.optimizer.step()
@@ -475,6 +483,8 @@ class GRPOTrainer:
         out["lr"] = sum(rates) / max(1, len(rates))
         out["update_size"] = update_size(before, self.params)
         out["trained_tokens"] = float(tokens_seen)
+        if anchor_nll:
+            out["anchor_nll"] = sum(anchor_nll) / len(anchor_nll)
         return out
 
     def _trunk_tap(self) -> TrunkTap | None:
@@ -666,7 +676,8 @@ def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = 
     t0, cpu0 = time.perf_counter(), time.process_time()
     # no reference: validation never reads it, and it would copy the model
     trainer = GRPOTrainer(cfg.model_copy(update={"out": str(scratch), "model": cfg.model.model_copy(update={"name": model}),
-                                                 "plot": False, "kl_coef": 0.0}), progress=progress)
+                                                 "plot": False, "kl_coef": 0.0, "anchor_coef": 0.0}),
+                           progress=progress)
     try:
         episodes = trainer.validation_episodes(f"validation of {Path(model).name}")
     finally:
