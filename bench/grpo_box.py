@@ -6,7 +6,8 @@ train tasks its cold start did not see, from its synth stage) and its seed, into
 once with this tree and once with an older tree's ``src`` on ``PYTHONPATH``, on the same idle machine, to
 compare engines and trainers by what the box buys: steps, and per step the rollout and update seconds. With
 ``--grpo`` it runs a variant of the run's GRPO (say ``'{mini_batches: 2}'``) from the same cold start and prints the
-model it hands on, for ``bench/score_on_test.py`` to score on the run's held-out tasks. With ``--seed`` it runs the
+model it hands on, for ``bench/score_on_test.py`` to score on the run's held-out tasks; with ``anchor_coef`` in
+``--grpo`` the anchor is the run's own SFT demonstrations. With ``--seed`` it runs the
 same GRPO again under another seed (its validation split, task order and samples): how far one protocol's result
 moves from one cold start by GRPO's own draws, the noise any two protocols' difference must stand out from.
 
@@ -42,12 +43,16 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, help="the box (default: the run's grpo_minutes)")
     parser.add_argument("--grpo", type=yaml.safe_load, default={}, metavar="YAML",
                         help="GRPO settings over the run's (e.g. '{mini_batches: 2}'): a variant of its GRPO from its cold start")
+    parser.add_argument("--steps", type=int, help="GRPO steps at most (default: the run's grpo_steps); with a --minutes the box "
+                        "cannot end, a variant compared with another run at its number of steps")
     parser.add_argument("--seed", type=int, help="GRPO's seed (default: the run's; the cold start is the run's either way)")
     args = parser.parse_args()
 
     saved = json.loads((args.run / "demo_config.json").read_text(encoding="utf-8"))
     known = {k: v for k, v in saved.items() if k in DemoConfig.model_fields}
     known["grpo"] = {**known.get("grpo", {}), **args.grpo}
+    if args.steps is not None:
+        known["grpo_steps"] = args.steps
     if args.seed is not None:
         known["seed"] = args.seed  # only the GRPO stage runs here: the seed reaches no other stage
     cfg = DemoConfig(**{**known, "out": str(args.out), **({"grpo_minutes": args.minutes} if args.minutes else {})})
@@ -67,7 +72,7 @@ def main() -> None:
         "model": result["model"], "chosen_step": result.get("chosen_step"),
         "per_step": [{k: round(r[k], 1 if k.endswith("seconds") else 4) if isinstance(r.get(k), float) else r.get(k)
                       for k in ("step", "episodes", "rollout_seconds", "update_seconds", "cpu_seconds", "rollout_tokens_per_s",
-                                "success_rate")} for r in rows],
+                                "success_rate", "anchor_nll") if k in r} for r in rows],
         "cpu": cpu_name(), "threads": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
     }, indent=2))
 

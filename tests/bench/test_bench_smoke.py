@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from muarl.reward import reward_from_setting
 
@@ -111,6 +112,13 @@ def test_grpo_box_runs_the_demos_grpo_stage_again_from_a_finished_cold_start(tmp
     repeat = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "repeat"), "--seed", "7")
     assert repeat["seed"] == 7 and repeat["grpo"] == out["grpo"]
     assert "seed: 7" in (tmp_path / "repeat" / "config.yaml").read_text().splitlines()  # GRPO drew with its own seed
+    anchored = bench("grpo_box.py", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "anchored"), "--minutes", "100",
+                     "--steps", "2", "--grpo", "{anchor_coef: 1.0}")
+    # the tiny model's groups carry no signal here, so no update runs (nor its anchor): the anchored update is
+    # tests/train/test_anchor.py's; this checks the box's --steps and where its anchor comes from
+    assert anchored["steps"] == 2 and [step["step"] for step in anchored["per_step"]] == [1, 2]
+    saved = yaml.safe_load((tmp_path / "anchored" / "config.yaml").read_text())
+    assert Path(saved["anchor_data"]) == (tmp_path / "run" / "synth" / "sft_demos.jsonl").resolve()  # the cold start's own demos
 
 
 def test_validate_checkpoint_scores_a_model_on_a_runs_validation_tasks(tmp_path):
