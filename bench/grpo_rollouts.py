@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> dict:
     """The first GRPO step's rollouts with the engine importable here."""
     overrides = {key: value for key, value in (("tasks_per_step", args.tasks), ("group_size", args.group),
                                                ("rollout_batch_rows", args.rows)) if value is not None}
+    overrides["anchor_coef"] = 0.0  # the anchor is a term of the update, and no synthesis ran to give its demonstrations
     with tempfile.TemporaryDirectory(prefix="grpo-rollouts-") as out:
         demo = form_config("full", out=out, model=args.model, seed=args.seed, precision=args.precision,
                            max_turns=args.max_turns, grpo=overrides)

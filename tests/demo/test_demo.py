@@ -168,7 +168,10 @@ def test_an_anchor_weight_anchors_grpo_on_the_cold_starts_own_demonstrations(tmp
     assert stages.grpo_config(cfg, tmp_path, "m", ["t1"]).anchor_data == str(tmp_path / "run" / "synth" / stages.SFT_DEMOS)
     elsewhere = tmp_path / "other" / "sft_demos.jsonl"  # bench/grpo_box.py: another run's cold start
     assert stages.grpo_config(cfg, tmp_path, "m", ["t1"], demos=elsewhere).anchor_data == str(elsewhere)
-    assert stages.grpo_config(form_config("full", out="f"), tmp_path, "m", ["t1"]).anchor_data is None  # off by default
+    full = stages.grpo_config(form_config("full", out=str(tmp_path / "f")), tmp_path, "m", ["t1"])
+    assert full.anchor_coef == 3.0 and full.lr == 1e-5 and full.warmup_steps == 0  # protocol 10
+    assert full.anchor_data == str(tmp_path / "f" / "synth" / stages.SFT_DEMOS)
+    assert stages.grpo_config(form_config("quick", out="q"), tmp_path, "m", ["t1"]).anchor_data is None  # the quick form's is off
 
 
 def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_path):
@@ -223,7 +226,8 @@ def test_the_base_share_can_be_set_from_the_command_line_below_the_forms(tmp_pat
 def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_path):
     """The control is matched to GRPO's minutes, so a GRPO stage stopped and resumed must report the steps it ran
     before as well, not only the wall time of its last attempt."""
-    cfg = pilot_config(tmp_path / "demo", grpo_steps=1)
+    # no synth stage ran here, so no demonstrations to anchor on: the anchor is off (its own test is above)
+    cfg = pilot_config(tmp_path / "demo", grpo_steps=1, grpo={**PILOT["grpo"], "anchor_coef": 0.0})
     ids = [t.id for t in stages._pool(cfg, "train")[:4]]
     first = stages.stage_grpo(cfg, tmp_path / "grpo", "tiny-random", ids, progress=False)
     step_one = json.loads((tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
