@@ -43,7 +43,7 @@ RESERVED_GRPO_MODEL = {"name", "precision", "finetune"}
 # tasks after its first update and ended below the cold start on level 2. Validation is outside the 30-minute
 # box and the control's CPU match (~3 minutes a candidate; recorded as validation_minutes).
 #
-# Up to protocol 9 the learning rate warmed up over 2 steps (1e-5, then 2e-5): AdamW's first step moves every
+# From protocol 3 to 9 the learning rate warmed up over 2 steps (1e-5, then 2e-5): AdamW's first step moves every
 # weight by the full learning rate whatever the gradient's signal (its second moment has seen one gradient), and
 # that step at 2e-5 cost level-2 tasks in issue 21's runs 5 and 6 (validation; run 6: 15 of 16 -> 8 of 16).
 # Replayed on run 6's own first-step episodes at 1e-5 (bench/first_step_probe.py), the same update kept them (14 of
