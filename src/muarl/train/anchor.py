@@ -9,6 +9,13 @@ log-likelihood of the assistant tokens of ``anchor_per_step`` demonstrations (sa
 which pulls the update back toward the behaviour they show wherever the policy gradient is silent or weak. A KL
 penalty cannot do this at a run's first step: the policy is its reference, so its gradient is zero.
 
+A fixed weight does not say how hard the anchor pulls: that is its gradient against the policy's, and AdamW's first
+step moves every weight by the learning rate in the sign of the sum, so whichever term is larger there decides the
+direction. At weight 3 the anchor's gradient was 0.7x the policy's on one cold start (level 2 kept, the change of
+mind learnt) and 2.8x on another (bf16 seed 1: all four updates lost level 2 alike, and the same first step without
+the anchor kept it); weight 10 on the first did the same as 3 on the second. With ``anchor_grad_ratio`` each step
+sets the weight so the anchor's gradient norm is that fraction of the policy gradient's (:func:`relative_weight`).
+
 The draw is a pure function of the optimizer step: epoch ``e`` of the demonstrations is a permutation seeded by
 (seed, e), and step ``s`` takes the next ``anchor_per_step`` of that stream, so a resumed run anchors on what the
 uninterrupted one would have. Demonstrations are tokenised exactly as SFT tokenises them, and their shared system
@@ -17,9 +24,12 @@ turn runs once per step (``muarl.train.sft.backward_nll``).
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from muarl.models.chat_formats import get_chat_format
 from muarl.train.sft import Example, backward_nll, fit_examples, read_conversations, tokenize_conversation
@@ -63,3 +73,34 @@ class Anchor:
         rows = [(x[cut:], m[cut:]) for x, m in zip(ids, masks)]
         nll, tokens = backward_nll(model, rows, self.pad_id, bf16=bf16, prefix_ids=ids[0][:cut] if cut else None, scale=coef)
         return nll, tokens
+
+    def backward_relative(self, model: Any, params: list[torch.Tensor], step: int, ratio: float, *, bf16: bool,
+                          share_prefix: bool) -> tuple[float, float]:
+        """Add the anchor's gradient to the policy gradient already in ``params``' ``.grad``, weighted so its norm is
+        ``ratio`` times the policy gradient's; (the mean NLL, the weight it got)."""
+        policy = [p.grad.detach().clone() if p.grad is not None else None for p in params]
+        policy_norm = _norm(policy)
+        for p in params:
+            p.grad = None
+        nll, _ = self.backward(model, step, 1.0, bf16=bf16, share_prefix=share_prefix)
+        weight = relative_weight(policy_norm, _norm([p.grad for p in params]), ratio)
+        for p, g in zip(params, policy):
+            if p.grad is None:
+                p.grad = g
+                continue
+            p.grad.mul_(weight)
+            if g is not None:
+                p.grad.add_(g)
+        return nll, weight
+
+
+def relative_weight(policy_norm: float, anchor_norm: float, ratio: float) -> float:
+    """The weight that makes an anchor gradient of norm ``anchor_norm`` ``ratio`` times ``policy_norm`` long; 0 when
+    either is 0 (no policy gradient: nothing for the anchor to be measured against, and it does not move alone)."""
+    if policy_norm <= 0 or anchor_norm <= 0:
+        return 0.0
+    return ratio * policy_norm / anchor_norm
+
+
+def _norm(grads: list[torch.Tensor | None]) -> float:
+    return math.sqrt(sum(float(g.double().square().sum()) for g in grads if g is not None))

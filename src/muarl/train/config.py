@@ -122,6 +122,10 @@ class GRPOConfig(WorldConfig):
                                     "anchor_coef, each optimizer step adds their supervised loss (say, the cold start's own SFT data)")
     anchor_coef: float = Field(0.0, ge=0, description="weight of the anchor's mean NLL beside the policy loss (InstructGPT's PPO-ptx); "
                                "0: no anchor")
+    anchor_grad_ratio: float | None = Field(
+        None, gt=0, description="instead of anchor_coef's fixed weight: each optimizer step rescales the anchor's gradient to this "
+                                "fraction of the policy gradient's norm, so the demonstrations pull without driving the update "
+                                "whatever the cold start's fit of them (its gradient ranged 0.2-2.8x the policy's at one weight)")
     anchor_per_step: int = Field(8, ge=1, description="demonstrations each optimizer step anchors on (a seeded draw, epoch by epoch)")
     quarantine_user_faults: bool = Field(False, description="leave the episodes the failure attribution labels user (the "
                                          "simulated user left its script) out of their group before advantages are computed")
@@ -136,8 +140,11 @@ class GRPOConfig(WorldConfig):
     def _check(self) -> GRPOConfig:
         if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
-        if self.anchor_coef > 0 and not self.anchor_data:
-            raise ValueError("anchor_coef weighs the supervised loss of demonstrations: set anchor_data to their chat JSONL")
+        if (self.anchor_coef > 0 or self.anchor_grad_ratio is not None) and not self.anchor_data:
+            raise ValueError("anchor_coef and anchor_grad_ratio weigh the supervised loss of demonstrations: set anchor_data to their chat JSONL")
+        if self.anchor_coef > 0 and self.anchor_grad_ratio is not None:
+            raise ValueError("anchor_coef (a fixed weight) and anchor_grad_ratio (a weight set each step) are two ways to weigh the "
+                             "anchor: set one")
         if self.rollback_below is not None and self.select_checkpoint != "best_val":
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
         if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):

@@ -198,7 +198,7 @@ class GRPOTrainer:
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.anchor = (Anchor(cfg.anchor_data, self.tokenizer, cfg.model.chat_format, cfg.max_context, cfg.anchor_per_step, cfg.seed)
-                       if cfg.anchor_coef > 0 else None)
+                       if cfg.anchor_coef > 0 or cfg.anchor_grad_ratio is not None else None)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         # whether the trainable weights are those the reference was built from (a fresh start, or a roll back to
         # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
@@ -416,7 +416,7 @@ class GRPOTrainer:
         old = self._old_logprobs(samples) if cfg.mini_batches > 1 else None
         before = [p.detach().clone() for p in self.params]
         sums = {"policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "sampler_logprob_gap": 0.0}
-        tokens_seen, grad_norms, rates, anchor_nll = 0, [], [], []
+        tokens_seen, grad_norms, rates, anchor_nll, anchor_weights = 0, [], [], [], []
         for i, chunk in enumerate(chunks):
             self.optimizer.zero_grad(set_to_none=True)
             total_tokens = sum(sum(e.tokens.loss_mask[1:]) for e, _ in chunk)
@@ -470,8 +470,13 @@ class GRPOTrainer:
             if prefix is not None:
                 backward_prefix(prefix)
             if self.anchor is not None:  # optimizer steps are counted as the run's steps are: a resumed run draws alike
-                nll, _ = self.anchor.backward(self.model, self.step * cfg.mini_batches + i, cfg.anchor_coef, bf16=cfg.model.bf16,
-                                              share_prefix=cfg.share_prefix and not cfg.model.gradient_checkpointing)
+                draw, share = self.step * cfg.mini_batches + i, cfg.share_prefix and not cfg.model.gradient_checkpointing
+                if cfg.anchor_grad_ratio is None:
+                    nll, _ = self.anchor.backward(self.model, draw, cfg.anchor_coef, bf16=cfg.model.bf16, share_prefix=share)
+                else:
+                    nll, anchor_weight = self.anchor.backward_relative(self.model, self.params, draw, cfg.anchor_grad_ratio,
+                                                                       bf16=cfg.model.bf16, share_prefix=share)
+                    anchor_weights.append(anchor_weight)
                 anchor_nll.append(nll)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
             rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
@@ -485,6 +490,8 @@ class GRPOTrainer:
         out["trained_tokens"] = float(tokens_seen)
         if anchor_nll:
             out["anchor_nll"] = sum(anchor_nll) / len(anchor_nll)
+        if anchor_weights:  # the weight anchor_grad_ratio gave the anchor's NLL
+            out["anchor_weight"] = sum(anchor_weights) / len(anchor_weights)
         return out
 
     def _trunk_tap(self) -> TrunkTap | None:
