@@ -52,6 +52,7 @@ from muarl.demo.config import form_config
 from muarl.demo.stages import grpo_config
 from muarl.models.hf_loading import ModelLoadError
 from muarl.train.trainer import GRPOTrainer
+from muarl.train.config import NO_ANCHOR
 
 MEASURES = ("generated_tokens_per_s", "generated_tokens_per_cpu_s", "wall_seconds", "cpu_seconds")
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> dict:
     """The first GRPO step's rollouts with the engine importable here."""
     overrides = {key: value for key, value in (("tasks_per_step", args.tasks), ("group_size", args.group),
                                                ("rollout_batch_rows", args.rows)) if value is not None}
-    overrides["anchor_coef"] = 0.0  # the anchor is a term of the update, and no synthesis ran to give its demonstrations
+    overrides.update(NO_ANCHOR)  # the anchor is a term of the update, and no synthesis ran to give its demonstrations
     with tempfile.TemporaryDirectory(prefix="grpo-rollouts-") as out:
         demo = form_config("full", out=out, model=args.model, seed=args.seed, precision=args.precision,
                            max_turns=args.max_turns, grpo=overrides)

@@ -172,6 +172,9 @@ def test_an_anchor_weight_anchors_grpo_on_the_cold_starts_own_demonstrations(tmp
     assert full.anchor_coef == 3.0 and full.lr == 1e-5 and full.warmup_steps == 0  # protocol 10
     assert full.anchor_data == str(tmp_path / "f" / "synth" / stages.SFT_DEMOS)
     assert stages.grpo_config(form_config("quick", out="q"), tmp_path, "m", ["t1"]).anchor_data is None  # the quick form's is off
+    # weighed by its gradient's ratio instead of a fixed weight, the anchor comes from the same demonstrations
+    ratio = form_config("full", out=str(tmp_path / "r"), grpo={"anchor_coef": 0.0, "anchor_grad_ratio": 0.7})
+    assert stages.grpo_config(ratio, tmp_path, "m", ["t1"]).anchor_data == str(tmp_path / "r" / "synth" / stages.SFT_DEMOS)
 
 
 def test_grpo_model_settings_reach_the_policy_but_not_what_the_demo_fixes(tmp_path):

@@ -294,13 +294,13 @@ def check_grpo_settings(cfg: DemoConfig) -> None:
 
 
 def grpo_config(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str], demos: Path | None = None) -> Any:
-    """GRPO's settings in the demo; with ``anchor_coef`` (and no ``anchor_data`` given) the anchor is ``demos``, the
-    cold start's own demonstrations (default: the run's ``synth/sft_demos.jsonl``)."""
-    from muarl.train.config import GRPOConfig, ModelConfig
+    """GRPO's settings in the demo; anchored (``anchor_coef`` or ``anchor_grad_ratio``) with no ``anchor_data`` given,
+    the anchor is ``demos``, the cold start's own demonstrations (default: the run's ``synth/sft_demos.jsonl``)."""
+    from muarl.train.config import GRPOConfig, ModelConfig, anchors
 
     fields = {"max_turns": cfg.max_turns, "max_new_tokens": cfg.max_new_tokens, "max_context": cfg.context,
               "max_difficulty": cfg.max_difficulty, **cfg.grpo_fields}
-    if fields.get("anchor_coef") and not fields.get("anchor_data"):
+    if anchors(fields) and not fields.get("anchor_data"):
         fields["anchor_data"] = str((demos or Path(cfg.out) / "synth" / SFT_DEMOS).resolve())
     model_fields = fields.pop("model", {})
     try:

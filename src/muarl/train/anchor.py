@@ -15,6 +15,8 @@ direction. At weight 3 the anchor's gradient was 0.7x the policy's on one cold s
 mind learnt) and 2.8x on another (bf16 seed 1: all four updates lost level 2 alike, and the same first step without
 the anchor kept it); weight 10 on the first did the same as 3 on the second. With ``anchor_grad_ratio`` each step
 sets the weight so the anchor's gradient norm is that fraction of the policy gradient's (:func:`relative_weight`).
+It is not enough there: at 0.7 the same bf16 seed-1 step still lost level 2 (docs/benchmarks.md, twenty-eighth
+session), so that cold start's anchor costs level 2 by its direction as well as its size.
 
 The draw is a pure function of the optimizer step: epoch ``e`` of the demonstrations is a permutation seeded by
 (seed, e), and step ``s`` takes the next ``anchor_per_step`` of that stream, so a resumed run anchors on what the
@@ -24,7 +26,6 @@ turn runs once per step (``muarl.train.sft.backward_nll``).
 
 from __future__ import annotations
 
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -103,4 +104,4 @@ def relative_weight(policy_norm: float, anchor_norm: float, ratio: float) -> flo
 
 
 def _norm(grads: list[torch.Tensor | None]) -> float:
-    return math.sqrt(sum(float(g.double().square().sum()) for g in grads if g is not None))
+    return float(torch.nn.utils.get_total_norm([g for g in grads if g is not None]))

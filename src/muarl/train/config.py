@@ -6,7 +6,8 @@ Every field has a default and a one-line meaning. A run directory records the fu
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -44,6 +45,16 @@ class ModelConfig(YamlConfig):
     def resolved(self) -> ModelConfig:
         """This config with ``precision: auto`` replaced by what this machine gets, as a run records it."""
         return self.model_copy(update={"precision": resolve_precision(self.precision)})
+
+
+def anchors(settings: Mapping[str, Any]) -> bool:
+    """Whether GRPO settings (a config's fields, or a partial mapping of them) weigh demonstrations in the update:
+    by a fixed ``anchor_coef`` or by ``anchor_grad_ratio``."""
+    return bool(settings.get("anchor_coef")) or settings.get("anchor_grad_ratio") is not None
+
+
+# the settings that turn the anchor off, for a trainer that only validates or rolls out
+NO_ANCHOR: dict[str, Any] = {"anchor_coef": 0.0, "anchor_grad_ratio": None}
 
 
 class GRPOConfig(WorldConfig):
@@ -124,8 +135,9 @@ class GRPOConfig(WorldConfig):
                                "0: no anchor")
     anchor_grad_ratio: float | None = Field(
         None, gt=0, description="instead of anchor_coef's fixed weight: each optimizer step rescales the anchor's gradient to this "
-                                "fraction of the policy gradient's norm, so the demonstrations pull without driving the update "
-                                "whatever the cold start's fit of them (its gradient ranged 0.2-2.8x the policy's at one weight)")
+                                "fraction of the policy gradient's norm, so the demonstrations pull by the same measure "
+                                "whatever the cold start's fit of them (at weight 3 its gradient was 0.7x the policy's on one "
+                                "cold start, 2.8x on another)")
     anchor_per_step: int = Field(8, ge=1, description="demonstrations each optimizer step anchors on (a seeded draw, epoch by epoch)")
     quarantine_user_faults: bool = Field(False, description="leave the episodes the failure attribution labels user (the "
                                          "simulated user left its script) out of their group before advantages are computed")
@@ -140,7 +152,7 @@ class GRPOConfig(WorldConfig):
     def _check(self) -> GRPOConfig:
         if self.select_checkpoint == "best_val" and not (self.val_holdout and self.val_every):
             raise ValueError("select_checkpoint: best_val chooses on validation: set val_holdout and val_every too")
-        if (self.anchor_coef > 0 or self.anchor_grad_ratio is not None) and not self.anchor_data:
+        if self.anchored and not self.anchor_data:
             raise ValueError("anchor_coef and anchor_grad_ratio weigh the supervised loss of demonstrations: set anchor_data to their chat JSONL")
         if self.anchor_coef > 0 and self.anchor_grad_ratio is not None:
             raise ValueError("anchor_coef (a fixed weight) and anchor_grad_ratio (a weight set each step) are two ways to weigh the "
@@ -161,6 +173,11 @@ class GRPOConfig(WorldConfig):
         if self.mini_batches > self.tasks_per_step * self.group_size:
             raise ValueError("mini_batches cannot exceed the episodes per step (tasks_per_step * group_size)")
         return self
+
+    @property
+    def anchored(self) -> bool:
+        """Whether the update weighs an anchor (``anchor_coef`` or ``anchor_grad_ratio``)."""
+        return anchors(vars(self))
 
     @property
     def effective_seq_norm(self) -> float:

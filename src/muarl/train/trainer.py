@@ -64,7 +64,7 @@ from muarl.train.checkpoint import (
     restore_training_state,
     save_checkpoint,
 )
-from muarl.train.config import GRPOConfig
+from muarl.train.config import NO_ANCHOR, GRPOConfig
 from muarl.train.frozen_trunk import TrunkTap, reference_logprobs_from_tap, shared_trunk_depth
 from muarl.train.selection import Selection
 from muarl.train.grpo import grpo_loss, kept_advantages
@@ -198,7 +198,7 @@ class GRPOTrainer:
         self.validation_seconds = self.validation_cpu_seconds = 0.0  # this process's, outside any time box
         self.model, self.tokenizer = load_trainable(cfg.model, seed=cfg.seed)
         self.anchor = (Anchor(cfg.anchor_data, self.tokenizer, cfg.model.chat_format, cfg.max_context, cfg.anchor_per_step, cfg.seed)
-                       if cfg.anchor_coef > 0 or cfg.anchor_grad_ratio is not None else None)
+                       if cfg.anchored else None)
         self.reference = Reference(self.model, cfg.model.finetune) if cfg.kl_coef > 0 else None
         # whether the trainable weights are those the reference was built from (a fresh start, or a roll back to
         # candidate 0): the reference's log-probabilities are then the policy's own and its forward is skipped, a
@@ -683,7 +683,7 @@ def validate_model(cfg: GRPOConfig, model: str, scratch: Path, progress: bool = 
     t0, cpu0 = time.perf_counter(), time.process_time()
     # no reference: validation never reads it, and it would copy the model
     trainer = GRPOTrainer(cfg.model_copy(update={"out": str(scratch), "model": cfg.model.model_copy(update={"name": model}),
-                                                 "plot": False, "kl_coef": 0.0, "anchor_coef": 0.0}),
+                                                 "plot": False, "kl_coef": 0.0, **NO_ANCHOR}),
                            progress=progress)
     try:
         episodes = trainer.validation_episodes(f"validation of {Path(model).name}")
