@@ -386,3 +386,52 @@ def test_kinds_are_compared_only_on_a_validated_choice_by_kind(tmp_path):
         config(tmp_path, kind_fall_limit=0.25)  # no stratify_by: no kinds
     with pytest.raises(ValueError, match="kind_fall_limit"):
         config(tmp_path, select_checkpoint="last", stratify_by=["difficulty"], kind_fall_limit=0.25)
+
+
+def test_the_rollbacks_of_a_record_are_counted_as_the_trainer_decided_them():
+    """Hand-computed, limit 0.25 on kinds and a tolerance of 0.2 overall. Step 1 loses level 2 (a roll back); step 2
+    is the new best; step 3 falls 0.25 under step 2 (a roll back, though it is above the start); step 4 falls 0.25
+    under the best *now* (step 2), not under the best at the end of the record (step 5), so it is counted too."""
+    sel = Selection(kind_fall_limit=0.25)
+    sel.add(0, 0.5, 0.5, 1.0, 1.0, {"level 2": 1.0})
+    sel.add(1, 0.75, 0.75, 1.0, 1.0, {"level 2": 0.5})
+    sel.add(2, 0.875, 0.875, 1.0, 1.0, {"level 2": 1.0})
+    sel.add(3, 0.625, 0.625, 1.0, 1.0, {"level 2": 1.0})
+    sel.add(4, 0.625, 0.625, 1.0, 1.0, {"level 2": 1.0})
+    sel.add(5, 1.0, 1.0, 1.0, 1.0, {"level 2": 1.0})
+    assert [sel.falls(s, 0.2) for s in range(6)] == [False, True, False, True, True, False]
+    assert sel.rollbacks(0.2) == 3 and sel.rollbacks(None) == 1  # without a tolerance only the lost kind counts
+    sel.truncate_after(2)
+    assert sel.rollbacks(0.2) == 1
+
+
+def test_each_roll_back_multiplies_the_rate_of_every_later_step_and_a_resume_keeps_it(tmp_path):
+    """Issue 21, bf16 seed 1: every update from the cold start was rolled back, and each retry, again AdamW's first
+    (sign) step at the same rate, landed where the last had. With rollback_lr_factor 0.5 the retry after a roll back
+    takes half the rate, the one after a second roll back a quarter; a run resumed after the roll back does too."""
+    straight = learning(tmp_path / "a", steps=3, rollback_lr_factor=0.5)
+    scripted_validation(straight, [0.5, 0.0, 0.0, 0.5])  # steps 1 and 2 fall under the start
+    straight.start()
+    straight.train()
+    rows = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("rolled_back_to") for r in rows] == [0.0, 0.0, None]
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 5e-4, 2.5e-4])
+
+    first = learning(tmp_path / "b", steps=1, rollback_lr_factor=0.5)
+    scripted_validation(first, [0.5, 0.0])
+    first.start()
+    first.train()
+    resumed = learning(tmp_path / "b", steps=2, rollback_lr_factor=0.5)
+    scripted_validation(resumed, [0.5])
+    resumed.start(resume=True)
+    resumed.train()
+    rows = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 5e-4])
+    for t in (straight, first, resumed):
+        t.close()
+
+
+def test_a_rate_cut_on_roll_back_needs_a_roll_back(tmp_path):
+    with pytest.raises(ValueError, match="rollback_lr_factor"):
+        config(tmp_path, rollback_lr_factor=0.5)  # neither rollback_below nor kind_fall_limit
+    assert config(tmp_path, rollback_lr_factor=0.5, rollback_below=0.1).rollback_lr_factor == 0.5

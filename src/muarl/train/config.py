@@ -89,6 +89,10 @@ class GRPOConfig(WorldConfig):
                                 "task is more than this under the starting weights' on that kind lost that kind: it is never "
                                 "chosen, and the run carries on from the best candidate as after a rollback_below fall. "
                                 "None: kinds are not compared")
+    rollback_lr_factor: float = Field(
+        1.0, gt=0, le=1, description="with rollback_below or kind_fall_limit: every roll back multiplies the rate of all later "
+                                     "steps by this (0.5: the retry takes half the step). A retry from the same weights at the "
+                                     "same rate is AdamW's same first step again; 1: the rate never changes")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -159,6 +163,8 @@ class GRPOConfig(WorldConfig):
                              "anchor: set one")
         if self.rollback_below is not None and self.select_checkpoint != "best_val":
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
+        if self.rollback_lr_factor < 1 and self.rollback_below is None and self.kind_fall_limit is None:
+            raise ValueError("rollback_lr_factor cuts the rate after a roll back: set rollback_below or kind_fall_limit too")
         if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):
             raise ValueError("kind_fall_limit compares validation by kind of task: set select_checkpoint: best_val and stratify_by too")
         if self.stratify_mix != "even" and not self.stratify_by:

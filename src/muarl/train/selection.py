@@ -48,11 +48,32 @@ class Selection:
     @property
     def best(self) -> dict[str, Any] | None:
         """The candidate with the highest ``metric`` among those that lost no kind; the earliest of those tied."""
+        return self._best_until(None)
+
+    def _best_until(self, step: int | None) -> dict[str, Any] | None:
         best = None
         for row in self.history:
+            if step is not None and row["step"] > step:
+                break
             if not self._lost(row) and (best is None or row[self.metric] > best[self.metric]):
                 best = row
         return best
+
+    def falls(self, step: int, rollback_below: float | None) -> bool:
+        """Whether the trainer rolled back from candidate ``step``: it lost a kind, or it fell more than
+        ``rollback_below`` under the best candidate of the record up to it (what the run knew then). A pure function
+        of the record, so a resumed run decides, and counts, as the uninterrupted one did."""
+        row = self.candidate(step)
+        if row is None:
+            return False
+        if self._lost(row):
+            return True
+        best = self._best_until(step)
+        return rollback_below is not None and best[self.metric] - row[self.metric] > rollback_below
+
+    def rollbacks(self, rollback_below: float | None) -> int:
+        """How many of the recorded candidates the run rolled back from (:meth:`falls`)."""
+        return sum(self.falls(row["step"], rollback_below) for row in self.history)
 
     def lost_kinds(self, step: int) -> list[str]:
         """The kinds of task on which candidate ``step`` succeeds more than ``kind_fall_limit`` less often than the

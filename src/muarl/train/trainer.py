@@ -275,13 +275,16 @@ class GRPOTrainer:
         """Whether this step's validation fell more than ``rollback_below`` under the best candidate's, or lost a kind
         of task (``kind_fall_limit``): a pure function of the selection record, so a resumed run decides as the
         uninterrupted one did."""
-        this = None if self.selection is None else self.selection.candidate(self.step)
-        if this is None:
-            return False
-        if self.selection.lost_kinds(self.step):
-            return True
-        metric = self.selection.metric
-        return self.cfg.rollback_below is not None and self.selection.best[metric] - this[metric] > self.cfg.rollback_below
+        return self.selection is not None and self.selection.falls(self.step, self.cfg.rollback_below)
+
+    @property
+    def lr_scale(self) -> float:
+        """What every optimizer step multiplies the scheduler's rate by: ``rollback_lr_factor`` once per roll back so
+        far. A retry from the same weights at the same rate is again the same first AdamW step (issue 21: four of
+        them, from four batches, landed on nearly the same validation transcripts); a smaller one is not."""
+        if self.selection is None or self.cfg.rollback_lr_factor == 1.0:
+            return 1.0
+        return self.cfg.rollback_lr_factor ** self.selection.rollbacks(self.cfg.rollback_below)
 
     def roll_back(self) -> None:
         """Carry on from the best candidate: its checkpoint's weights, optimizer and scheduler (step 0: the starting
@@ -479,7 +482,10 @@ class GRPOTrainer:
                     anchor_weights.append(anchor_weight)
                 anchor_nll.append(nll)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
-            rates.append(self.scheduler.get_last_lr()[0])  # the rate this optimizer step applies
+            rate = self.scheduler.get_last_lr()[0] * self.lr_scale  # the rate this optimizer step applies
+            for group in self.optimizer.param_groups:
+                group["lr"] = rate
+            rates.append(rate)
             self.optimizer.step()
             self.scheduler.step()
             self.policy_is_reference = False
