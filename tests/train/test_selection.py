@@ -431,7 +431,35 @@ def test_each_roll_back_multiplies_the_rate_of_every_later_step_and_a_resume_kee
         t.close()
 
 
+def test_with_recovery_each_kept_step_takes_the_rate_back_up_to_the_configured_one(tmp_path):
+    """rollback_lr_recovery: the cut is for the retry, not the rest of the run. A kept step multiplies the rate by
+    1 / rollback_lr_factor, never over lr: step 1 falls (step 2 at half), step 2 is kept (step 3 at the full rate);
+    and a resumed run counts the same way from the record."""
+    run = learning(tmp_path / "a", steps=3, rollback_lr_factor=0.5, rollback_lr_recovery=True)
+    scripted_validation(run, [0.5, 0.0, 0.5, 0.5])
+    run.start()
+    run.train()
+    rows = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("rolled_back_to") for r in rows] == [0.0, None, None]
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 5e-4, 1e-3])
+    resumed = learning(tmp_path / "a", steps=4, rollback_lr_factor=0.5, rollback_lr_recovery=True)
+    resumed.start(resume=True)
+    assert resumed.lr_scale == 1.0
+    sel = Selection(history=[{"step": s, "success": v, "reward": v, "seconds": 0.0, "cpu_seconds": 0.0}
+                             for s, v in enumerate([0.5, 0.0, 0.0, 0.5, 0.5, 0.5])])
+    resumed.selection = sel  # two falls (a quarter), then two kept steps: a half, then the full rate again
+    assert resumed.lr_scale == 1.0
+    sel.truncate_after(3)
+    assert resumed.lr_scale == 0.5
+    sel.truncate_after(2)
+    assert resumed.lr_scale == 0.25
+    for t in (run, resumed):
+        t.close()
+
+
 def test_a_rate_cut_on_roll_back_needs_a_roll_back(tmp_path):
     with pytest.raises(ValueError, match="rollback_lr_factor"):
         config(tmp_path, rollback_lr_factor=0.5)  # neither rollback_below nor kind_fall_limit
     assert config(tmp_path, rollback_lr_factor=0.5, rollback_below=0.1).rollback_lr_factor == 0.5
+    with pytest.raises(ValueError, match="rollback_lr_recovery"):
+        config(tmp_path, rollback_below=0.1, rollback_lr_recovery=True)  # nothing to recover from

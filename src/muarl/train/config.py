@@ -93,6 +93,9 @@ class GRPOConfig(WorldConfig):
         1.0, gt=0, le=1, description="with rollback_below or kind_fall_limit: every roll back multiplies the rate of all later "
                                      "steps by this (0.5: the retry takes half the step). A retry from the same weights at the "
                                      "same rate is AdamW's same first step again; 1: the rate never changes")
+    rollback_lr_recovery: bool = Field(
+        False, description="with rollback_lr_factor < 1: every validated step that is kept divides the rate by the factor again, "
+                           "up to lr (the cut is for the retry; false: it stays for the rest of the run)")
     # rollouts
     steps: int = Field(100, ge=1, description="policy updates (one rollout batch each)")
     tasks_per_step: int = Field(2, ge=1, description="tasks per rollout batch")
@@ -165,6 +168,8 @@ class GRPOConfig(WorldConfig):
             raise ValueError("rollback_below goes back to the best validated candidate: set select_checkpoint: best_val too")
         if self.rollback_lr_factor < 1 and self.rollback_below is None and self.kind_fall_limit is None:
             raise ValueError("rollback_lr_factor cuts the rate after a roll back: set rollback_below or kind_fall_limit too")
+        if self.rollback_lr_recovery and self.rollback_lr_factor == 1:
+            raise ValueError("rollback_lr_recovery restores a rate cut after a roll back: set rollback_lr_factor under 1 too")
         if self.kind_fall_limit is not None and not (self.select_checkpoint == "best_val" and self.stratify_by):
             raise ValueError("kind_fall_limit compares validation by kind of task: set select_checkpoint: best_val and stratify_by too")
         if self.stratify_mix != "even" and not self.stratify_by:

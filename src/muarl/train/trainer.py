@@ -280,11 +280,19 @@ class GRPOTrainer:
     @property
     def lr_scale(self) -> float:
         """What every optimizer step multiplies the scheduler's rate by: ``rollback_lr_factor`` once per roll back so
-        far. A retry from the same weights at the same rate is again the same first AdamW step (issue 21: four of
-        them, from four batches, landed on nearly the same validation transcripts); a smaller one is not."""
-        if self.selection is None or self.cfg.rollback_lr_factor == 1.0:
+        far (with ``rollback_lr_recovery``, divided by it again for every step kept since). A retry from the same
+        weights at the same rate is again the same first AdamW step (issue 21: four of them, from four batches, landed
+        on nearly the same validation transcripts); a smaller one is not."""
+        cfg = self.cfg
+        if self.selection is None or cfg.rollback_lr_factor == 1.0:
             return 1.0
-        return self.cfg.rollback_lr_factor ** self.selection.rollbacks(self.cfg.rollback_below)
+        if not cfg.rollback_lr_recovery:
+            return cfg.rollback_lr_factor ** self.selection.rollbacks(cfg.rollback_below)
+        scale = 1.0  # each kept step (the start counts as one, at no cost) takes the rate back up, to lr at most
+        for row in self.selection.history:
+            fell = self.selection.falls(row["step"], cfg.rollback_below)
+            scale = scale * cfg.rollback_lr_factor if fell else min(1.0, scale / cfg.rollback_lr_factor)
+        return scale
 
     def roll_back(self) -> None:
         """Carry on from the best candidate: its checkpoint's weights, optimizer and scheduler (step 0: the starting
