@@ -170,6 +170,7 @@ def test_an_anchor_weight_anchors_grpo_on_the_cold_starts_own_demonstrations(tmp
     assert stages.grpo_config(cfg, tmp_path, "m", ["t1"], demos=elsewhere).anchor_data == str(elsewhere)
     full = stages.grpo_config(form_config("full", out=str(tmp_path / "f")), tmp_path, "m", ["t1"])
     assert full.anchor_coef == 3.0 and full.lr == 1e-5 and full.warmup_steps == 0  # protocol 10
+    assert full.rollback_lr_factor == 0.5 and full.rollback_lr_recovery  # protocol 11
     assert full.anchor_data == str(tmp_path / "f" / "synth" / stages.SFT_DEMOS)
     assert stages.grpo_config(form_config("quick", out="q"), tmp_path, "m", ["t1"]).anchor_data is None  # the quick form's is off
     # weighed by its gradient's ratio instead of a fixed weight, the anchor comes from the same demonstrations

@@ -90,11 +90,21 @@ RESERVED_GRPO_MODEL = {"name", "precision", "finetune"}
 # float32 seed-0 cold start (52.0% held out), GRPO seeds 0 and 7 of this protocol scored 87.3% and 80.7% (+35.3 and
 # +28.7, no kind falling), against plain protocol 8's 74.7% (seed 0) and the anchored seed-7 draw at 2e-5's 60.0%
 # (docs/benchmarks.md, twenty-seventh session).
+#
+# Protocol 11: a roll back halves the rate of the retry, and every step kept after it doubles it back to 1e-5
+# (rollback_lr_factor, rollback_lr_recovery). A roll back to the start restores a fresh optimizer, so a retry at the
+# same rate is AdamW's same sign step again: on the bf16 seed-1 cold start protocol 10 rolled back all four of its
+# updates (RL = the cold start, +0.0), each landing on nearly the same validation transcripts. There the retry at
+# 5e-6 kept level 2, the steps after it at 1e-5 kept it too, and the box scored 65.3% held out (+13.3, 21 gained / 1
+# lost; the rate held at 5e-6 after the cut: 63.3%). A run that never rolls back (both protocol-10 draws from the
+# float32 seed-0 cold start, float32 seed 1) is protocol 10's, step for step (docs/benchmarks.md, twenty-ninth
+# session).
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,
     "grpo": {"tasks_per_step": 6, "val_holdout": 64, "val_every": 1, "select_checkpoint": "best_val", "lr": 1e-5,
-             "anchor_coef": 3.0, "rollback_below": 0.1, "kind_fall_limit": 0.25, "stratify_mix": "pool"},
+             "anchor_coef": 3.0, "rollback_below": 0.1, "kind_fall_limit": 0.25, "stratify_mix": "pool",
+             "rollback_lr_factor": 0.5, "rollback_lr_recovery": True},
 }
 # Minutes, not a measurement: level-1 tasks only (identify, then one write: the oracle needs 4 agent turns of the 6), a short cold start
 # at a higher learning rate, small GRPO steps, few evaluation tasks, no control.
