@@ -122,6 +122,7 @@ class _UpdateOnlyTrainer(MuarlGRPOTrainer):
         self.reference = Reference(model, cfg.model.finetune)
         self.policy_is_reference = True  # as the trainer starts: the first (warm-up) update skips the reference
         self.anchor = None  # GRPO's update alone, as TRL's arm runs it
+        self.selection = None  # no validation, so no roll back and no rate cut after one
         self._trunk = None  # frozen blocks shared with the reference: checked at the first update that runs it
         self.params = trainable_parameters(model)
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
