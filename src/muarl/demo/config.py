@@ -98,7 +98,8 @@ RESERVED_GRPO_MODEL = {"name", "precision", "finetune"}
 # 5e-6 kept level 2, the steps after it at 1e-5 kept it too, and the box scored 65.3% held out (+13.3, 21 gained / 1
 # lost; the rate held at 5e-6 after the cut: 63.3%). A run that never rolls back (both protocol-10 draws from the
 # float32 seed-0 cold start, float32 seed 1) is protocol 10's, step for step (docs/benchmarks.md, twenty-ninth
-# session).
+# session). It does not carry the bf16 seed-0 cold start (+2.7: three of four updates lost level 2, at 1e-5, 5e-6
+# and 5e-6; thirtieth session), so issue 21's target is not met with it.
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True,
