@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,36 @@ def test_quick_cold_start_scores_each_candidate_length_from_one_sft_run(tmp_path
         assert 0.0 <= sampled["success"] <= 1.0 and len(c["greedy_by_task"]) == 2
     assert (tmp_path / "cal" / "sft" / "run" / "model-step-000001").is_dir()  # the shorter candidate's weights
     assert json.loads((tmp_path / "cal" / "calibration.json").read_text()) == out
+
+
+@pytest.mark.slow  # a process that imports torch and takes six tiny gradients: ~10 s
+def test_bf16_gradient_compares_sft_gradients_and_their_first_adamw_steps(tmp_path):
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": [
+        {"role": "system", "content": "You are the clinic's contact desk."},
+        {"role": "user", "content": f"What is doctor {n}'s fee?"},
+        {"role": "assistant", "content": f"Doctor {n}'s fee is {40 + n} dollars."}]}) + "\n" for n in range(4)))
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bf16_gradient.py"), "--model", "tiny-random", "--demos", str(demos),
+                           "--conversations", "2"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("2 demonstrations,") and lines[0].endswith("2 held out")
+    rows = {line.split(" | ")[0].lstrip("| "): line.strip("| ").split(" | ")[1:] for line in lines if line.startswith("| fp32")}
+    assert set(rows) == {"fp32 (A) vs bf16 autocast (B), all the data", "fp32, first half of the data (A) vs second half (B)"}
+    cosine, _, _, _, agree, agree_large = (float(v) for v in rows["fp32 (A) vs bf16 autocast (B), all the data"])
+    assert 0.5 < cosine <= 1.0 and 0.5 < agree <= 1.0 and 0.5 < agree_large <= 1.0  # the same data: close, not opposed
+    before, from_fp32, from_bf16 = (float(v) for v in re.findall(r"\d+\.\d{4}", lines[-1]))
+    assert before > 0 and from_fp32 > 0 and from_bf16 > 0
+
+
+@pytest.mark.slow  # a process that imports torch and scores two tiny models: ~10 s
+def test_cold_start_fit_scores_each_model_in_both_arithmetics_and_counts_what_moved(tmp_path):
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"Fee of doctor {n}?"},
+                                                      {"role": "assistant", "content": f"It is {40 + n} dollars."}]}) + "\n" for n in range(3)))
+    out = bench("cold_start_fit.py", "--base", "tiny-random", "--model", "same=tiny-random", "--demos", str(demos), "--conversations", "2")
+    base, same = out["models"]["base"], out["models"]["same"]
+    assert out["conversations"] == 2 and "float32_moved" not in base
+    assert same["float32_moved"] == same["bf16_moved"] == 0.0  # the base itself: nothing moved
+    nll = same["nll"][str(demos)]
+    assert nll == base["nll"][str(demos)] and nll["fp32"] > 0 and nll["bf16"] == pytest.approx(nll["fp32"], rel=0.05)

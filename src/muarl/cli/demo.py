@@ -25,12 +25,14 @@ from muarl.cli.train import need_training_extras, prepare_threads
               "across them (mean, range, kinds of task that fell).")
 @click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]),
               help="auto (default: bf16 autocast where the CPU multiplies bf16 natively), or force one.")
+@click.option("--sft-precision", type=click.Choice(["auto", "bf16", "fp32"]),
+              help="The cold start's and the control's SFT precision, if not --precision (the full form: fp32).")
 @click.option("--reward", help="The reward GRPO trains with: a name (outcome, process, checklist, turn_penalised) or a YAML "
               "mapping '{name: process, options: {violation_reward: 0.25}}' [outcome]; evaluations score the benchmark's verdict.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | None, eval_tasks: int | None,
          base_eval_tasks: int | None, grpo_minutes: float | None, grpo_steps: int | None, seed: int | None,
-         seeds: str | None, precision: str | None, reward: str | None, quiet: bool) -> None:
+         seeds: str | None, precision: str | None, sft_precision: str | None, reward: str | None, quiet: bool) -> None:
     """Show the method: cold start, then RL with the user in the loop, scored on held-out tasks."""
     prepare_threads()
     need_training_extras()
@@ -52,7 +54,7 @@ def demo(out: str, full: bool, resume: bool, model: str | None, domain: str | No
     try:
         cfg = form_config("full" if full else "quick", out=out, model=model, domain=domain, eval_tasks=eval_tasks,
                           base_eval_tasks=base_eval_tasks, grpo_minutes=grpo_minutes, grpo_steps=grpo_steps, seed=seed,
-                          precision=precision, reward=None if reward is None else parse_reward_flag(reward))
+                          precision=precision, sft_precision=sft_precision, reward=None if reward is None else parse_reward_flag(reward))
         if seed_list is not None:
             click.echo(spread_markdown(run_seeds(cfg, seed_list, resume=resume, progress=not quiet)))
             click.echo(f"spread: {out}/spread.md · each run: {out}/seed-N/results.md")

@@ -73,6 +73,7 @@ def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[
     return {
         "form": cfg.form, "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
         "precision": "bf16" if use_bf16(cfg.precision) else "fp32",  # what this machine ran (config: what was asked)
+        "sft_precision": "bf16" if use_bf16(cfg.sft_precision or cfg.precision) else "fp32",  # the cold start's and the control's
         "eval_tasks": {"domain": cfg.domain, "split": "test", "max_difficulty": cfg.max_difficulty, "n": len(eval_ids),
                        "ids": eval_ids, "base_ids": base_ids, "max_turns": cfg.max_turns},
         "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas, "by_group": by_group(rows, groups),
@@ -169,8 +170,15 @@ def results_markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     flags = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "avx2") if f in m["cpu_flags"])
     lines.append(f"- total {results['total_minutes']:.1f} min on {m['cpus']} CPUs ({flags or 'no AVX2'}; {m['platform']}, torch {m['torch']}), "
-                 f"precision {results['precision']}, seed {results['config']['seed']}")
+                 f"precision {results['precision']}{_sft_precision(results)}, seed {results['config']['seed']}")
     return "\n".join(lines) + "\n"
+
+
+def _sft_precision(results: dict[str, Any]) -> str:
+    """`` (SFT fp32)`` when the cold start and the control trained in another precision than GRPO and the
+    evaluations ran in, else nothing (a run recorded before the setting existed trained all in one)."""
+    sft = results.get("sft_precision", results["precision"])
+    return f" (SFT {sft})" if sft != results["precision"] else ""
 
 
 def plot_success(results: dict[str, Any], target: Path) -> Path:

@@ -44,8 +44,11 @@ def record_name(results: dict[str, Any]) -> str:
 
 
 def _precision(results: dict[str, Any]) -> str:
-    """What the run computed in (``results['precision']``), else what its config asked for."""
-    return results.get("precision") or results["config"]["precision"]
+    """What the run computed in (``results['precision']``, else what its config asked for), and its cold start's
+    SFT where that differed: ``bf16`` or ``bf16-sft-fp32``."""
+    precision = results.get("precision") or results["config"]["precision"]
+    sft = results.get("sft_precision", precision)
+    return precision if sft == precision else f"{precision}-sft-{sft}"
 
 
 def _cpu(results: dict[str, Any]) -> str | None:

@@ -189,7 +189,7 @@ def _sft(cfg: DemoConfig, stage: Path, data: Path, model: str, lr: float, epochs
     sft_cfg = SFTConfig(data=str(data), out=str(stage / "run"), seed=cfg.seed, epochs=epochs, lr=lr,
                         pack_length=cfg.context * 2, max_steps=max_steps, cpu_time_limit_minutes=cpu_minutes,
                         save_at_cpu_minutes=save_at or [], save_every=save_every,
-                        model=ModelConfig(name=model, precision=cfg.precision, finetune="full"))
+                        model=ModelConfig(name=model, precision=cfg.sft_precision or cfg.precision, finetune="full"))
     model_dir = run_sft(sft_cfg, progress=progress)
     rows = read_metrics(stage / "run")
     return {"model": str(model_dir.resolve()), "steps": len(rows), "cpu_time_limit_minutes": cpu_minutes,

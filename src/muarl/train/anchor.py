@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from muarl.models.chat_formats import get_chat_format
-from muarl.train.sft import Example, backward_nll, fit_examples, read_conversations, tokenize_conversation
+from muarl.train.sft import Example, backward_nll, fit_examples, read_conversations, tokenize_conversations
 from muarl.train.shared_prefix import prefix_to_share
 
 
@@ -41,14 +41,9 @@ class Anchor:
     """Tokenised demonstrations, drawn a few per optimizer step, and their weighted NLL back-propagated."""
 
     def __init__(self, path: str | Path, tokenizer: Any, chat_format: str, max_tokens: int, per_step: int, seed: int):
-        fmt = get_chat_format(chat_format)
-
-        def encode(text: str) -> list[int]:
-            return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
         # a demonstration of a test task was refused by read_conversations: anchoring on one would leak it
         self.examples: list[Example] = fit_examples(
-            [tokenize_conversation(m, t, fmt, encode) for m, t in read_conversations(path)], max_tokens)
+            tokenize_conversations(read_conversations(path), tokenizer, get_chat_format(chat_format)), max_tokens)
         self.per_step = min(per_step, len(self.examples))
         self.seed = seed
         self.max_tokens = max_tokens

@@ -109,6 +109,16 @@ def tokenize_conversation(messages: list[Message], tools: list[ToolSpec], fmt: C
     return ids, mask
 
 
+def tokenize_conversations(conversations: list[tuple[list[Message], list[ToolSpec]]], tokenizer: Any,
+                           fmt: ChatFormat) -> list[Example]:
+    """Each conversation's (ids, loss mask) as SFT trains on it, its text encoded without added special tokens
+    (the chat format writes them); GRPO's anchor and the benches tokenise demonstrations through here too."""
+    def encode(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return [tokenize_conversation(messages, tools, fmt, encode) for messages, tools in conversations]
+
+
 def pack(examples: list[tuple[list[int], list[int]]], length: int) -> list[tuple[list[int], list[int]]]:
     """Greedy packing into rows of at most ``length`` tokens, in the given order; long examples are cut."""
     rows: list[tuple[list[int], list[int]]] = []
@@ -200,13 +210,8 @@ def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = Fals
     writable_dir(out)
     model, tokenizer = load_trainable(cfg.model, seed=cfg.seed)  # a model that is not there fails before out is written
     atomic_write_text(out / "config.yaml", cfg.dump_yaml())
-    fmt = get_chat_format(cfg.model.chat_format)
-
-    def encode(text: str) -> list[int]:
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
     random.Random(cfg.seed).shuffle(conversations)
-    examples = fit_examples([tokenize_conversation(m, t, fmt, encode) for m, t in conversations], cfg.pack_length)
+    examples = fit_examples(tokenize_conversations(conversations, tokenizer, get_chat_format(cfg.model.chat_format)), cfg.pack_length)
     cut = common_prefix(examples, cfg)
     prefix_ids = examples[0][0][:cut] if cut else None
     rows = group_suffixes(examples, cut, cfg.pack_length) if cut else [[row] for row in pack(examples, cfg.pack_length)]
