@@ -97,6 +97,8 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert sum(g["n"] for g in groups.values()) == 3 and all(set(g) >= {"n", "sft", "rl", "control"} for g in groups.values())
     md = (tmp_path / "demo" / "results.md").read_text()
     assert "PILOT" in md and "RL - control" in md and "McNemar" in md and "| confirmed before write | turns after completion |" in md
+    assert saved["precision"] == saved["sft_precision"] == "fp32" and "precision fp32, seed 0" in md
+    assert "precision bf16 (SFT fp32), seed 0" in results_markdown({**saved, "precision": "bf16"})  # protocol 12 on a bf16 machine
 
     def refuse(*args, **kwargs):
         raise AssertionError("a finished stage ran again")

@@ -83,12 +83,16 @@ def test_the_command_refuses_bad_seeds_in_one_line(tmp_path, args, message):
 
 
 def test_records_from_several_machines_add_up_to_one_table(tmp_path):
-    from muarl.demo.spread import load_records, record_name, save_record
+    from muarl.demo.spread import load_records, record_name, run_label, save_record
 
     a = fake_run(0, "bf16", (0.2, 40, 10, 1e-5), 0.05, {"level 1": (1.0, 1.0)})
     b = {**fake_run(0, "bf16", (0.1, 30, 15, 0.03), -0.01, {"level 1": (1.0, 0.9)}), "machine": {"cpu_model": "Intel(R) Xeon(R) 8480+"}}
     c = {**fake_run(1, "fp32", (0.3, 50, 5, 1e-9), 0.1, {"level 1": (1.0, 1.0)}), "machine": {"cpu_model": "AMD EPYC"}}
     assert record_name(b) == "bf16-seed-0-intel-r-xeon-r-8480.json" and record_name(a) == "bf16-seed-0-unknown-cpu.json"
+    # a run whose cold start trained in float32 on a bf16 machine (protocol 12) is its own record and row
+    d = {**c, "precision": "bf16", "sft_precision": "fp32"}
+    assert record_name(d) == "bf16-sft-fp32-seed-1-amd-epyc.json" and record_name({**c, "sft_precision": "fp32"}) == "fp32-seed-1-amd-epyc.json"
+    assert run_label(d) == "seed 1, bf16-sft-fp32, AMD EPYC"
     for run in (c, b, a):
         save_record(run, tmp_path / "records")
     save_record(c, tmp_path / "records")  # the same run kept again replaces its record

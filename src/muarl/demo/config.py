@@ -104,9 +104,9 @@ RESERVED_GRPO_MODEL = {"name", "precision", "finetune"}
 # Protocol 12: protocol 11 with the cold start's SFT (and the control's) in float32 whatever the run's precision
 # (sft_precision). Under bf16 autocast the same 18 SFT steps on the same demonstrations end at a loss of ~0.0105
 # against ~0.0070, and GRPO lost level 2 from both bf16 cold starts in either arithmetic of the update. Protocol 11's
-# GRPO in bf16 from the float32 cold start of seed 0 kept level 2 at every update (none rolled back) and scored
-# 83.3% held out, +31.3 (49 gained / 2 lost) where the bf16 cold start gave +2.7 (docs/benchmarks.md, thirty-first
-# session).
+# GRPO in bf16 from the float32 cold starts kept level 2 at every update (none rolled back): seed 0 scored 83.3% held
+# out, +31.3 (49 gained / 2 lost) where its bf16 cold start gave +2.7; seed 1 71.3%, +16.7 (26 / 1) where its bf16
+# cold start gave +13.3 (docs/benchmarks.md, thirty-first session).
 FULL: dict[str, Any] = {
     "eval_tasks": 150, "base_eval_tasks": 30, "sft_demos": 120, "sft_epochs": 3.0, "sft_max_steps": 18, "grpo_minutes": 30.0,
     "control": True, "sft_precision": "fp32",
