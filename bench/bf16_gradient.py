@@ -29,13 +29,12 @@ from typing import Callable
 
 import torch
 
-from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
 from muarl.rollout.store import read_episodes
 from muarl.train.config import ModelConfig
 from muarl.train.grpo import group_advantages
 from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.sft import Example, backward_nll, read_conversations, tokenize_conversations
+from muarl.train.sft import Example, backward_nll, demonstration_examples, mean_nll
 from muarl.train.trainer import has_signal
 from muarl.types import Episode
 
@@ -52,11 +51,6 @@ def samples(path: Path) -> list[list[tuple[Episode, float]]]:
             adv = group_advantages(torch.tensor([[e.reward.reward for e in group]]))[0]
             out.append(list(zip(group, adv.tolist())))
     return out
-
-
-def demonstrations(path: Path, tokenizer) -> list[Example]:
-    """The demonstrations as SFT tokenises them: (ids, loss mask) per conversation, in file order."""
-    return tokenize_conversations(read_conversations(path), tokenizer, get_chat_format(ModelConfig.model_fields["chat_format"].default))
 
 
 def flat_gradient(model: torch.nn.Module) -> torch.Tensor:
@@ -105,18 +99,11 @@ def nll_after_first_step(model: torch.nn.Module, grad: torch.Tensor, lr: float, 
             p -= lr * g / (g.abs() + 1e-8)
             offset += p.numel()
     model.zero_grad(set_to_none=True)
-    loss = sft_nll(model, rows, pad)
+    loss = mean_nll(model, rows, pad, bf16=False)
     with torch.no_grad():
         for p, s in zip(params, saved):
             p.copy_(s)
     return loss
-
-
-def sft_nll(model: torch.nn.Module, rows: list[Example], pad: int) -> float:
-    total = sum(sum(mask[1:]) for _, mask in rows)
-    with torch.no_grad():
-        return sum(-float(supervised_logprobs(model, pad_sequences([ids], [mask], pad), bf16=False)[0].sum())
-                   for ids, mask in rows) / total
 
 
 def table(rows: list[tuple[str, dict[str, float]]]) -> None:
@@ -149,7 +136,7 @@ def main() -> None:
         print(f"{len(groups)} groups with signal, {len(data)} episodes, {sum(sum(e.tokens.loss_mask[1:]) for e, _ in data)} policy tokens")
         halves = ([s for g in groups[:size // 2] for s in g], [s for g in groups[size // 2:] for s in g])
     else:
-        every = demonstrations(args.demos, tokenizer)
+        every = demonstration_examples(args.demos, tokenizer, ModelConfig.model_fields["chat_format"].default)
         data, held = every[:args.conversations], every[args.conversations:2 * args.conversations]
         if len(data) < 2 or not held:
             raise SystemExit(f"{args.demos}: {len(every)} demonstration(s); need more than {args.conversations}")
@@ -161,7 +148,7 @@ def main() -> None:
     table([("fp32 (A) vs bf16 autocast (B), all the data", compare(fp32, bf16)),
            ("fp32, first half of the data (A) vs second half (B)", compare(first, second))])
     if args.demos:
-        print(f"\nfloat32 NLL of the {len(held)} held-out demonstrations: before {sft_nll(model, held, pad):.4f}, after AdamW's "
+        print(f"\nfloat32 NLL of the {len(held)} held-out demonstrations: before {mean_nll(model, held, pad, bf16=False):.4f}, after AdamW's "
               f"first step (lr {args.lr:g}) from the fp32 gradient {nll_after_first_step(model, fp32, args.lr, held, pad):.4f}, "
               f"from the bf16 gradient {nll_after_first_step(model, bf16, args.lr, held, pad):.4f}")
 

@@ -24,19 +24,9 @@ from pathlib import Path
 
 import torch
 
-from muarl.models.chat_formats import get_chat_format
 from muarl.models.hf_loading import load_causal_lm
 from muarl.train.config import ModelConfig
-from muarl.train.sequences import pad_sequences, supervised_logprobs
-from muarl.train.sft import Example, read_conversations, tokenize_conversations
-
-
-def nll(model: torch.nn.Module, rows: list[Example], pad: int, bf16: bool) -> float:
-    """Token-mean NLL of the supervised tokens of ``rows``."""
-    total = sum(sum(mask[1:]) for _, mask in rows)
-    with torch.no_grad():
-        return sum(-float(supervised_logprobs(model, pad_sequences([ids], [mask], pad), bf16=bf16)[0].sum())
-                   for ids, mask in rows) / total
+from muarl.train.sft import demonstration_examples, mean_nll
 
 
 def linear_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -66,8 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     base, tokenizer = load_causal_lm(args.base)
     base_weights = {k: v.clone() for k, v in linear_weights(base).items()}
-    fmt = get_chat_format(ModelConfig.model_fields["chat_format"].default)
-    data = {str(path): tokenize_conversations(read_conversations(path), tokenizer, fmt)[:args.conversations] for path in args.demos}
+    chat_format = ModelConfig.model_fields["chat_format"].default
+    data = {str(path): demonstration_examples(path, tokenizer, chat_format)[:args.conversations] for path in args.demos}
     models = dict(item.split("=", 1) for item in args.model)
     out: dict[str, dict] = {}
     for label, path in {"base": args.base, **models}.items():
@@ -76,8 +66,8 @@ def main() -> None:
         row: dict = {"model": path}
         if label != "base":
             row.update(bf16_moved(base_weights, linear_weights(model)))
-        row["nll"] = {name: {"fp32": round(nll(model, rows, tokenizer.pad_token_id, False), 5),
-                             "bf16": round(nll(model, rows, tokenizer.pad_token_id, True), 5)} for name, rows in data.items()}
+        row["nll"] = {name: {"fp32": round(mean_nll(model, rows, tokenizer.pad_token_id, bf16=False), 5),
+                             "bf16": round(mean_nll(model, rows, tokenizer.pad_token_id, bf16=True), 5)} for name, rows in data.items()}
         out[label] = row
     print(json.dumps({"conversations": args.conversations, "models": out}, indent=2))
 

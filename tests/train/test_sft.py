@@ -18,7 +18,9 @@ from muarl.train.plot import read_metrics
 from muarl.train.sft import (
     backward_nll,
     common_prefix,
+    demonstration_examples,
     group_suffixes,
+    mean_nll,
     pack,
     read_conversations,
     run_sft,
@@ -101,10 +103,7 @@ def conversation(name: str, key: str, answer: str) -> dict:
 
 
 def tokenized(rows: list[dict], tmp_path) -> list[tuple[list[int], list[int]]]:
-    tok = tiny_tokenizer()
-    fmt = get_chat_format("chatml-hermes")
-    return [tokenize_conversation(m, t, fmt, lambda s: tok(s, add_special_tokens=False)["input_ids"])
-            for m, t in read_conversations(write_jsonl(tmp_path / "c.jsonl", rows))]
+    return demonstration_examples(write_jsonl(tmp_path / "c.jsonl", rows), tiny_tokenizer(), "chatml-hermes")
 
 
 def test_shared_prefix_gives_the_gradients_of_whole_conversations(tmp_path):
@@ -126,6 +125,16 @@ def test_shared_prefix_gives_the_gradients_of_whole_conversations(tmp_path):
     assert expected["model.layers.0.self_attn.q_proj.weight"].abs().sum() > 0
     for name in expected:
         torch.testing.assert_close(got[name], expected[name], atol=2e-5, rtol=1e-4, msg=name)
+
+
+def test_the_measured_nll_is_the_loss_sft_trains_on_and_leaves_no_gradient(tmp_path):
+    examples = tokenized([conversation("Ann", "a", "Found a."), conversation("Bob", "bb", "It is there, Bob.")], tmp_path)
+    model, _ = tiny_random_lm(seed=1)
+    model.zero_grad(set_to_none=True)
+    measured = mean_nll(model, examples, 0, bf16=False)
+    assert all(p.grad is None for p in model.parameters())
+    trained, _ = backward_nll(model, examples, 0, bf16=False)
+    assert measured == pytest.approx(trained, rel=1e-6) and measured > 0
 
 
 def test_no_sharing_when_turned_off_or_when_conversations_differ_from_the_start(tmp_path):

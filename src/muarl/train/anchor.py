@@ -32,8 +32,7 @@ from typing import Any
 
 import torch
 
-from muarl.models.chat_formats import get_chat_format
-from muarl.train.sft import Example, backward_nll, fit_examples, read_conversations, tokenize_conversations
+from muarl.train.sft import Example, backward_nll, demonstration_examples, fit_examples
 from muarl.train.shared_prefix import prefix_to_share
 
 
@@ -43,7 +42,7 @@ class Anchor:
     def __init__(self, path: str | Path, tokenizer: Any, chat_format: str, max_tokens: int, per_step: int, seed: int):
         # a demonstration of a test task was refused by read_conversations: anchoring on one would leak it
         self.examples: list[Example] = fit_examples(
-            tokenize_conversations(read_conversations(path), tokenizer, get_chat_format(chat_format)), max_tokens)
+            demonstration_examples(path, tokenizer, chat_format), max_tokens)
         self.per_step = min(per_step, len(self.examples))
         self.seed = seed
         self.max_tokens = max_tokens

@@ -119,6 +119,12 @@ def tokenize_conversations(conversations: list[tuple[list[Message], list[ToolSpe
     return [tokenize_conversation(messages, tools, fmt, encode) for messages, tools in conversations]
 
 
+def demonstration_examples(path: str | Path, tokenizer: Any, chat_format: str) -> list[Example]:
+    """The (ids, loss mask) of each conversation of a chat JSONL file, in file order, as SFT trains on them: what
+    GRPO's anchor draws from and what the benches score."""
+    return tokenize_conversations(read_conversations(path), tokenizer, get_chat_format(chat_format))
+
+
 def pack(examples: list[tuple[list[int], list[int]]], length: int) -> list[tuple[list[int], list[int]]]:
     """Greedy packing into rows of at most ``length`` tokens, in the given order; long examples are cut."""
     rows: list[tuple[list[int], list[int]]] = []
@@ -198,6 +204,15 @@ def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, pr
     if prefix is not None:
         backward_prefix(prefix)
     return loss, total
+
+
+def mean_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool) -> float:
+    """The mean negative log-likelihood of the supervised tokens of ``rows``, without a gradient: the loss
+    :func:`backward_nll` trains on, measured (each row whole, no shared prefix)."""
+    total = sum(sum(mask[1:]) for _, mask in rows)
+    with torch.no_grad():
+        return sum(-float(supervised_logprobs(model, pad_sequences([ids], [mask], pad_id), bf16=bf16)[0].sum())
+                   for ids, mask in rows) / total
 
 
 def run_sft(cfg: SFTConfig, progress: bool = True, allow_test_split: bool = False) -> Path:
