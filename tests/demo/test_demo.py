@@ -247,6 +247,19 @@ def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_p
     assert step_one["cpu_seconds"] > 0 and resumed["cpu_minutes"] >= (step_one["cpu_seconds"] + step_two["cpu_seconds"]) / 60
 
 
+def test_a_grpo_stage_resumed_after_its_box_ran_out_trains_no_further_step(tmp_path):
+    """A run stopped after its time box's last step but before the stage was recorded (killed while it saved or
+    plotted) must resume to the same steps: another step would hand RL, and the control matched to it, more
+    compute than the box allows."""
+    cfg = pilot_config(tmp_path / "demo", grpo_steps=5, grpo_minutes=0.001, grpo={**PILOT["grpo"], "anchor_coef": 0.0})
+    ids = [t.id for t in stages._pool(cfg, "train")[:4]]
+    first = stages.stage_grpo(cfg, tmp_path / "grpo", "tiny-random", ids, progress=False)
+    assert first["steps"] == 1  # the box holds no step, and at least one runs
+    resumed = stages.stage_grpo(cfg, tmp_path / "grpo", "tiny-random", ids, progress=False)
+    assert resumed["steps"] == 1 and len((tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()) == 1
+    assert resumed["model"] == first["model"]
+
+
 def test_the_controls_candidates_sit_at_the_cpu_time_grpo_had_spent_by_each_validated_step():
     rows = [{"step": 1, "cpu_seconds": 60.0}, {"step": 2, "cpu_seconds": 120.0}, {"step": 3, "cpu_seconds": 30.0}]
     assert stages.control_marks(rows, [1, 3]) == {1: 1.0, 3: 3.5}

@@ -318,7 +318,7 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
     success and pass@n (groups with any success) are the calibration figures and RL's reachable ceiling."""
     from muarl.train.checkpoint import latest_checkpoint
     from muarl.train.plot import read_metrics
-    from muarl.train.trainer import GRPOTrainer
+    from muarl.train.trainer import GRPOTrainer, next_step_fits
 
     started, cpu_started = time.monotonic(), time.process_time()
     trainer = GRPOTrainer(grpo_config(cfg, stage, sft_model, task_ids, demos), progress=progress)
@@ -326,7 +326,10 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         trainer.start(resume=True)  # fresh when there is no checkpoint yet
         before = read_metrics(stage) if (stage / "metrics.jsonl").exists() else []
         spent, cpu_spent = _step_seconds(before), sum(r.get("cpu_seconds", 0.0) for r in before)
-        if trainer.step < trainer.cfg.steps:
+        # an attempt stopped after the box's last step, before this stage was recorded, resumes to the same
+        # steps: the trainer runs at least one step, so it is not asked for one the box had no time for
+        box_left = not before or next_step_fits(spent, len(before), 60 * cfg.grpo_minutes)
+        if trainer.step < trainer.cfg.steps and box_left:
             trainer.train(time_limit_s=max(0.0, 60 * cfg.grpo_minutes - spent))
     finally:
         trainer.close()
