@@ -328,8 +328,7 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         spent, cpu_spent = _step_seconds(before), sum(r.get("cpu_seconds", 0.0) for r in before)
         # an attempt stopped after the box's last step, before this stage was recorded, resumes to the same
         # steps: the trainer runs at least one step, so it is not asked for one the box had no time for
-        box_left = not before or next_step_fits(spent, len(before), 60 * cfg.grpo_minutes)
-        if trainer.step < trainer.cfg.steps and box_left:
+        if trainer.step < trainer.cfg.steps and next_step_fits(spent, len(before), 60 * cfg.grpo_minutes):
             trainer.train(time_limit_s=max(0.0, 60 * cfg.grpo_minutes - spent))
     finally:
         trainer.close()

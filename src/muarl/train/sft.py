@@ -191,7 +191,7 @@ def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, pr
     7.7 GB). With ``prefix_ids`` each row is what
     follows those tokens: they run once, and the gradient flows through their keys and values exactly as if
     every row had been run whole."""
-    total = sum(sum(mask[1:]) for _, mask in rows)
+    total = supervised_count(rows)
     prefix = encode_prefix(model, prefix_ids, bf16=bf16) if prefix_ids else None
     loss = 0.0
     for ids, mask in rows:
@@ -206,10 +206,16 @@ def backward_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool, pr
     return loss, total
 
 
+def supervised_count(rows: list[Example]) -> int:
+    """The tokens of ``rows`` whose loss counts: supervised ones after each row's first (which nothing predicts).
+    The denominator of :func:`backward_nll` and :func:`mean_nll`, so the loss trained on and the one measured agree."""
+    return sum(sum(mask[1:]) for _, mask in rows)
+
+
 def mean_nll(model: Any, rows: list[Example], pad_id: int, *, bf16: bool) -> float:
     """The mean negative log-likelihood of the supervised tokens of ``rows``, without a gradient: the loss
     :func:`backward_nll` trains on, measured (each row whole, no shared prefix)."""
-    total = sum(sum(mask[1:]) for _, mask in rows)
+    total = supervised_count(rows)
     with torch.no_grad():
         return sum(-float(supervised_logprobs(model, pad_sequences([ids], [mask], pad_id), bf16=bf16)[0].sum())
                    for ids, mask in rows) / total
