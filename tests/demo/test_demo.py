@@ -247,6 +247,26 @@ def test_a_resumed_grpo_stage_counts_the_minutes_of_its_checkpointed_steps(tmp_p
     assert step_one["cpu_seconds"] > 0 and resumed["cpu_minutes"] >= (step_one["cpu_seconds"] + step_two["cpu_seconds"]) / 60
 
 
+def test_a_resumed_grpo_stage_reports_the_host_load_of_every_step_not_its_last_attempts(tmp_path):
+    """The control is matched to GRPO only on an equally busy host, so a GRPO stage resumed on an idle host after an
+    attempt that shared the CPU must report the load its earlier steps ran under (issue 21, thirty-second session: an
+    adopted time box was judged by the host load of its 8-second resume alone)."""
+    cfg = pilot_config(tmp_path / "demo", grpo_steps=1, grpo={**PILOT["grpo"], "anchor_coef": 0.0})
+    ids = [t.id for t in stages._pool(cfg, "train")[:4]]
+    stages.stage_grpo(cfg, tmp_path / "grpo", "tiny-random", ids, progress=False)
+    metrics = tmp_path / "grpo" / "metrics.jsonl"
+    step_one = json.loads(metrics.read_text().splitlines()[0])
+    assert step_one["others_cpus"] >= 0.0  # every step records the load it ran under
+    metrics.write_text(json.dumps({**step_one, "others_cpus": 1.5}) + "\n")  # as if it had run beside a 1.5-CPU job
+    resumed = stages.stage_grpo(cfg.model_copy(update={"grpo_steps": 2}), tmp_path / "grpo", "tiny-random", ids, progress=False)
+    step_two = json.loads(metrics.read_text().splitlines()[1])
+    one, two = (r["rollout_seconds"] + r["update_seconds"] for r in (step_one, step_two))
+    assert resumed["others_cpus"] == pytest.approx((1.5 * one + step_two["others_cpus"] * two) / (one + two))
+    # the stage runner keeps the figure the stage measured rather than its own over the last attempt
+    kept = demo_run.run_stage(tmp_path / "demo", "grpo", lambda d: {"others_cpus": 1.25, "minutes": 1.0})
+    assert kept["others_cpus"] == 1.25
+
+
 def test_a_grpo_stage_resumed_after_its_box_ran_out_trains_no_further_step(tmp_path):
     """A run stopped after its time box's last step but before the stage was recorded (killed while it saved or
     plotted) must resume to the same steps: another step would hand RL, and the control matched to it, more

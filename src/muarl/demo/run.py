@@ -27,7 +27,7 @@ from typing import Any
 from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import DemoConfig
-from muarl.demo.host_load import HostLoad
+from muarl.train.host_load import HostLoad
 from muarl.demo.report import assemble, write_results
 from muarl.demo.spread import write_spread
 from muarl.rollout.store import atomic_write_text
@@ -50,8 +50,9 @@ def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dic
     (out / name).mkdir(parents=True, exist_ok=True)
     t0, cpu0, load = time.monotonic(), time.process_time(), HostLoad.start()
     result = fn(out / name)
-    result["others_cpus"] = load.others()
-    result.setdefault("minutes", (time.monotonic() - t0) / 60)  # a resumable stage (GRPO) counts its earlier attempts itself
+    # a resumable stage (GRPO) counts its earlier attempts' minutes and host load itself
+    result.setdefault("others_cpus", load.others())
+    result.setdefault("minutes", (time.monotonic() - t0) / 60)
     result.setdefault("cpu_minutes", (time.process_time() - cpu0) / 60)
     atomic_write_text(marker, json.dumps(result, indent=1) + "\n")
     log.info("stage %s: %.1f min (%.1f CPU min)", name, result["minutes"], result["cpu_minutes"])

@@ -358,7 +358,7 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
         "rolled_back": [{"step": int(r["step"]), "to": int(r["rolled_back_to"]),
                          "lost": selection.lost_kinds(int(r["step"])) if selection is not None else []}
                         for r in rows if "rolled_back_to" in r],
-        "cpu_minutes": cpu_minutes,
+        "cpu_minutes": cpu_minutes, "others_cpus": _others_cpus(rows),
         "resumed_after_minutes": spent / 60 if spent else None,
         "group_size": trainer.cfg.group_size,
         "episodes": sum(int(r.get("episodes", 0)) for r in rows),
@@ -375,6 +375,15 @@ def stage_grpo(cfg: DemoConfig, stage: Path, sft_model: str, task_ids: list[str]
 
 def _step_seconds(rows: list[dict[str, Any]]) -> float:
     return sum(r.get("rollout_seconds", 0) + r.get("update_seconds", 0) for r in rows)
+
+
+def _others_cpus(rows: list[dict[str, Any]]) -> float | None:
+    """The CPUs other processes kept busy while GRPO's steps ran, over every attempt (each step's own figure weighted
+    by its seconds), so a resumed stage is judged by the host its box ran on, not by its last attempt's; None when
+    no step recorded it."""
+    measured = [(r["others_cpus"], r.get("rollout_seconds", 0) + r.get("update_seconds", 0)) for r in rows if "others_cpus" in r]
+    seconds = sum(w for _, w in measured)
+    return sum(v * w for v, w in measured) / seconds if seconds > 0 else None
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -66,6 +66,7 @@ from muarl.train.checkpoint import (
 )
 from muarl.train.config import NO_ANCHOR, GRPOConfig
 from muarl.train.frozen_trunk import TrunkTap, reference_logprobs_from_tap, shared_trunk_depth
+from muarl.train.host_load import HostLoad
 from muarl.train.selection import Selection
 from muarl.train.grpo import grpo_loss, kept_advantages
 from muarl.train.metrics import MetricsWriter, episode_metrics, update_size
@@ -559,7 +560,7 @@ class GRPOTrainer:
         return groups, round_ + 1
 
     def train_step(self) -> dict[str, float]:
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        t0, cpu0, load = time.perf_counter(), time.process_time(), HostLoad.start()
         groups, rounds = self.collect_groups()
         rollout_seconds = time.perf_counter() - t0
         episodes = [e for g in groups for e in g]
@@ -581,6 +582,9 @@ class GRPOTrainer:
             "update_tokens_per_s": trained / max(update_seconds, 1e-9) if samples else 0.0,
             "data_position": float(self.position), "sampling_rounds": float(rounds),
         }
+        others = load.others()  # the CPUs other processes kept busy meanwhile: a time box shared buys fewer steps
+        if others is not None:
+            metrics["others_cpus"] = others
         if self.validation_due():
             metrics.update(self.validate())
             if self.rollback_due():

@@ -1,11 +1,12 @@
-"""How much of the host's CPU other processes used while a stage ran.
+"""How much of the host's CPU other processes used while a GRPO step or a demo stage ran.
 
 The control is matched to GRPO by CPU time, and CPU time is not the same currency on a busy host as on an idle
 one: issue 21's run 14 trained its control beside another run, where each SFT step cost 74-108 CPU seconds
 against 112-145 on the idle host of the same cold start's earlier control, so the same budget bought 23 steps
 instead of 18, and those 5 steps took the control from 68.0% to 52.7% on the held-out tasks. A stage therefore
 records the CPUs other processes kept busy while it ran (from the kernel's counters, less its own CPU time), and
-the report says when the control ran on a host busier or quieter than GRPO's.
+the report says when the control ran on a host busier or quieter than GRPO's. Each GRPO step records its own, so
+a stage resumed after an interruption is judged by every attempt's steps.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from muarl.demo import host_load
-from muarl.demo.host_load import HostLoad, busy_seconds, others_cpus, uneven_load
+from muarl.train import host_load
+from muarl.train.host_load import HostLoad, busy_seconds, others_cpus, uneven_load
 
 STAT = """cpu  1000 50 300 9000 20 5 15 10 0 0
 cpu0 500 25 150 4500 10 2 7 5 0 0
