@@ -3,6 +3,9 @@
     OMP_WAIT_POLICY=PASSIVE python bench/reward_ab.py --out runs/reward_ab --seeds 0,1,2 --arm outcome --arm process
     OMP_WAIT_POLICY=PASSIVE python bench/reward_ab.py --out runs/reward_ab --seeds 0,1,2 --arm outcome --arm process \\
         --arm checklist --resume        # after an interruption, or to add an arm to finished seeds
+    # one seed a session, each kept; then the table over every seed kept
+    OMP_WAIT_POLICY=PASSIVE python bench/reward_ab.py --out runs/reward_ab --seeds 0 --records bench/results/reward_ab
+    python bench/reward_ab.py --out runs/reward_ab --from-records bench/results/reward_ab
     # the quarantine experiment: GRPO against a user who leaves its script in 20% of its replies
     OMP_WAIT_POLICY=PASSIVE python bench/reward_ab.py --out runs/quarantine_ab --seeds 0,1,2 --grpo-user scripted:faulty:0.2 \\
         --arm plain=outcome --arm '{label: quarantined, reward: outcome, grpo: {quarantine_user_faults: true}}'
@@ -14,7 +17,9 @@ paired difference from the first arm with McNemar p and bootstrap CI, confirmed-
 change-of-mind tasks, turns after completion) and ``OUT/seed-N/violations_per_step.png`` the violation rates per
 GRPO step of every arm. An arm: a reward name, ``LABEL=REWARD`` (REWARD a name or a YAML ``{name, options}``),
 or a YAML ``{label, reward, grpo}`` mapping. About 45 minutes per arm and 25 for the shared cold start per seed
-on an idle 2-core machine; GRPO's minutes are wall minutes, so run it on an idle machine.
+on an idle 2-core machine; GRPO's minutes are wall minutes, so run it on an idle machine. ``--records DIR`` keeps
+each finished seed's record in DIR (one file per precision, seed and CPU, as the learning claim's records), so seeds
+run on different days make one table (``--from-records DIR``, which runs nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from pathlib import Path
 
 from muarl.cli.train import prepare_threads
 from muarl.demo.config import PILOT, form_config
-from muarl.demo.reward_ab import ab_markdown, parse_arm, run_reward_ab
+from muarl.demo.reward_ab import ab_markdown, parse_arm, run_reward_ab, write_ab
+from muarl.demo.spread import load_records, save_record
 
 
 def main() -> None:
@@ -40,7 +46,12 @@ def main() -> None:
     parser.add_argument("--pilot", action="store_true", help="a smoke run on the tiny random model, in minutes: measures nothing")
     parser.add_argument("--resume", action="store_true", help="continue the runs in --out, skipping finished stages")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--records", type=Path, help="keep each finished seed's record here")
+    parser.add_argument("--from-records", type=Path, help="run nothing: the table over every seed kept in this directory")
     args = parser.parse_args()
+    if args.from_records:
+        print(write_ab(args.out, load_records(args.from_records)))
+        return
     prepare_threads()
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     arms = [parse_arm(a) for a in args.arm or ["outcome", "process"]]
@@ -50,6 +61,9 @@ def main() -> None:
                                  "eval_tasks": eval_tasks, "base_eval_tasks": None if eval_tasks is None else min(eval_tasks, 30),
                                  "precision": args.precision or sizes.get("precision"), "control": False})
     records = run_reward_ab(cfg, arms, [int(s) for s in args.seeds.split(",")], resume=args.resume, progress=not args.quiet)
+    if args.records:
+        for record in records:
+            print(f"kept {save_record(record, args.records)}")
     print(ab_markdown(records))
 
 

@@ -11,7 +11,8 @@ import pytest
 from muarl.config import ConfigError
 from muarl.demo import stages
 from muarl.demo.config import PILOT, form_config
-from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab
+from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab, write_ab
+from muarl.demo.spread import load_records, save_record
 from muarl.evals.conduct import check_mean_value, check_values_per_task
 from muarl.reward import RewardSpec
 from muarl.train.config import GRPOConfig
@@ -58,6 +59,31 @@ def test_every_arm_trains_from_one_cold_start_and_lands_in_one_table(tmp_path, m
     assert again[0]["models"] == json.loads(json.dumps(record["models"]))
     with pytest.raises(ConfigError, match="arm 'strict' differs from the one recorded"):
         run_reward_ab(cfg, [arms[0], parse_arm("strict=process")], [0], resume=True, progress=False)
+
+
+def test_seeds_kept_as_records_on_different_days_make_one_table(tmp_path):
+    """A seed's A/B takes most of a session here: each finished seed is kept as a record (named by precision, seed and
+    CPU, as the learning claim's runs are), and the table is made over the records, each arm over the seeds that ran it."""
+    cfg = form_config("full", out=str(tmp_path / "ab"), **PILOT_AB)
+    (record,) = run_reward_ab(cfg, [parse_arm("outcome"), parse_arm("process")], [0], progress=False)
+    assert record["config"]["seed"] == 0 and record["precision"] in ("fp32", "bf16") and record["machine"]["cpus"] >= 1
+    with pytest.raises(ValueError, match="pilot run measures nothing"):
+        save_record(record, tmp_path / "kept")
+    measured = {**record, "pilot": False}
+    # a later seed that also ran a third arm
+    later = json.loads(json.dumps({**measured, "seed": 1, "config": {**measured["config"], "seed": 1}}))
+    later["arms"].append({**later["arms"][1], "label": "checklist", "reward": "checklist"})
+    later["deltas"]["checklist"] = {**later["deltas"]["process"], "delta": 0.5}
+    later["late_deltas"]["checklist"] = later["late_deltas"]["process"]
+    later["models"]["checklist"], later["training"]["checklist"] = later["models"]["process"], later["training"]["process"]
+    names = [save_record(r, tmp_path / "kept").name for r in (measured, later)]
+    assert names[0].startswith(f"{record['precision']}-seed-0-") and names[1].startswith(f"{record['precision']}-seed-1-")
+    table = write_ab(tmp_path / "table", load_records(tmp_path / "kept"))
+    assert (tmp_path / "table" / "reward_ab.md").read_text() == table and not table.startswith("PILOT")
+    assert "- process vs outcome over 2 seed(s)" in table and "- checklist vs outcome over 1 seed(s): mean +50.0 points" in table
+    assert f"| seed 1, {record['precision']}" in table  # each row says which run it came from
+    with pytest.raises(ValueError, match="baselines differ"):
+        write_ab(tmp_path / "table", [measured, {**later, "baseline": "process"}])
 
 
 def test_arms_are_parsed_and_refused_in_one_line():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from muarl.demo.config import DemoConfig
-from muarl.demo.host_load import uneven_load
+from muarl.train.host_load import uneven_load
 from muarl.evals.paired import compare
 from muarl.models.precision import use_bf16
 from muarl.rollout.store import atomic_write_text
@@ -39,6 +39,13 @@ def machine() -> dict[str, Any]:
     return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "cpu_flags": sorted(cpu_flags() & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})}
+
+
+def precisions(cfg: DemoConfig) -> dict[str, str]:
+    """What this machine computed in (the config says what was asked): ``precision`` for GRPO and the evaluations,
+    ``sft_precision`` for the cold start and the control."""
+    return {"precision": "bf16" if use_bf16(cfg.precision) else "fp32",
+            "sft_precision": "bf16" if use_bf16(cfg.sft_precision or cfg.precision) else "fp32"}
 
 
 def by_group(rows: dict[str, dict[str, Any]], groups: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -72,8 +79,7 @@ def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[
               for name, a, b, _ in DELTAS if a in rows and b in rows}
     return {
         "form": cfg.form, "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
-        "precision": "bf16" if use_bf16(cfg.precision) else "fp32",  # what this machine ran (config: what was asked)
-        "sft_precision": "bf16" if use_bf16(cfg.sft_precision or cfg.precision) else "fp32",  # the cold start's and the control's
+        **precisions(cfg),
         "eval_tasks": {"domain": cfg.domain, "split": "test", "max_difficulty": cfg.max_difficulty, "n": len(eval_ids),
                        "ids": eval_ids, "base_ids": base_ids, "max_turns": cfg.max_turns},
         "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas, "by_group": by_group(rows, groups),

@@ -32,9 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import RESERVED_GRPO, DemoConfig
-from muarl.demo.report import paired_delta
+from muarl.demo.report import machine, paired_delta, precisions
 from muarl.demo.run import check_out_dir, run_stage
-from muarl.demo.spread import delta_cell, pct
+from muarl.demo.spread import delta_cell, pct, run_label
 from muarl.evals.conduct import check_mean_value, check_values_per_task, is_user_fault, wilson
 from muarl.reward import RewardSpec, describe_reward, parse_reward_flag, reward_from_setting
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
@@ -145,7 +145,9 @@ def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> 
     deltas = {a.label: paired_delta(models[a.label]["per_task"], models[baseline]["per_task"], seed=cfg.seed) for a in arms[1:]}
     late_deltas = {a.label: late_delta(models[a.label], models[baseline], seed=cfg.seed) for a in arms[1:]}
     figure = plot_violations(steps, out / "violations_per_step.png")
-    record = {"seed": cfg.seed, "out": str(out), "pilot": cfg.pilot, "baseline": baseline,
+    # what the run was and where it ran, as a demo run's results say it (muarl.demo.spread keeps and labels either)
+    record = {"seed": cfg.seed, "out": str(out), "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
+              **precisions(cfg), "baseline": baseline,
               "arms": [{"label": a.label, "reward": describe_reward(a.reward), "grpo": a.grpo} for a in arms],
               "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas,
               "late_deltas": late_deltas,
@@ -221,10 +223,13 @@ def late_cell(late: dict[str, Any]) -> str:
 
 
 def ab_markdown(records: list[dict[str, Any]]) -> str:
-    """The one table: every seed's models, then the across-seed means and the bar per arm."""
+    """The one table: every seed's models, then the across-seed means and the bar per arm (over the seeds that ran
+    it: records kept from several sessions may hold different arms)."""
     pilot = any(r["pilot"] for r in records)
     lines = ["PILOT (smoke runs of the pipeline; their numbers measure nothing)", ""] if pilot else []
     base = records[0]["baseline"]
+    if any(r["baseline"] != base for r in records):
+        raise ValueError(f"the seeds' baselines differ ({sorted({r['baseline'] for r in records})}): one table needs one baseline")
     lines += [
         (f"Held-out clinic-lite tasks ({records[0]['eval_tasks']}, of which {records[0]['change_of_mind_tasks']} change their mind), "
          f"greedy against the scripted user; every arm's GRPO starts from the seed's one cold start."),
@@ -243,18 +248,19 @@ def ab_markdown(records: list[dict[str, Any]]) -> str:
             train = f"{t['steps']} / {t['minutes']:.1f}" if t else "cold start"
             name = "cold-start SFT" if label == "sft" else label if rewards[label] == label else f"{label} ({rewards[label]})"
             late = "n/a" if m["turns_after_completion"] is None else f"{m['turns_after_completion']:.2f}"
-            lines.append(f"| {r['seed']} | {name} | {pct(m['success'])}{ci} | {delta_cell(r['deltas'][label]) if label in r['deltas'] else ''} | {cbw} | {late} | {train} |")
+            lines.append(f"| {_seed_cell(r)} | {name} | {pct(m['success'])}{ci} | {delta_cell(r['deltas'][label]) if label in r['deltas'] else ''} | {cbw} | {late} | {train} |")
     lines.append("")
     verdict = {True: "yes", False: "NO", None: "n/a"}
-    for arm in [a["label"] for a in records[0]["arms"][1:]]:
-        deltas = [r["deltas"][arm]["delta"] for r in records if r["deltas"][arm]["delta"] is not None]
+    for arm in dict.fromkeys(a["label"] for r in records for a in r["arms"][1:]):
+        ran = [r for r in records if arm in r["deltas"]]
+        deltas = [r["deltas"][arm]["delta"] for r in ran if r["deltas"][arm]["delta"] is not None]
         mean = f"mean {100 * sum(deltas) / len(deltas):+.1f} points, range [{100 * min(deltas):+.1f}, {100 * max(deltas):+.1f}]" if deltas else "n/a"
-        met = [criteria(r, arm) for r in records]
-        lines += [f"- {arm} vs {base} over {len(records)} seed(s): {mean}",
-                  *(f"  - {name}: " + ", ".join(f"seed {r['seed']} {verdict[m[name]]}" for r, m in zip(records, met))
+        met = [criteria(r, arm) for r in ran]
+        lines += [f"- {arm} vs {base} over {len(ran)} seed(s): {mean}",
+                  *(f"  - {name}: " + ", ".join(f"seed {r['seed']} {verdict[m[name]]}" for r, m in zip(ran, met))
                     for name in ("ci_low_above_-5", "violations_halved", "fewer_turns_after_completion"))]
         lines.append("  - turns after completion minus the baseline's, over the tasks both solved: " + ", ".join(
-            f"seed {r['seed']} {late_cell(r['late_deltas'][arm])}" for r in records))
+            f"seed {r['seed']} {late_cell(r['late_deltas'][arm])}" for r in ran))
     for r in records:
         for label, t in r["training"].items():
             u = t["user_faults"]
@@ -267,6 +273,11 @@ def ab_markdown(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _seed_cell(record: dict[str, Any]) -> str:
+    """The seed, with its precision and CPU where the record says them (records of several machines share a table)."""
+    return run_label(record) if "config" in record else str(record["seed"])
+
+
 def run_reward_ab(cfg: DemoConfig, arms: list[Arm], seeds: list[int], resume: bool = False, progress: bool = True) -> list[dict[str, Any]]:
     """Every seed in ``OUT/seed-N``, then ``OUT/reward_ab.md`` and ``OUT/reward_ab.json``; returns the seeds' records."""
     if len(arms) < 2 or len({a.label for a in arms}) != len(arms):
@@ -275,7 +286,14 @@ def run_reward_ab(cfg: DemoConfig, arms: list[Arm], seeds: list[int], resume: bo
         raise ConfigError(f"the A/B needs distinct seeds, got {seeds}")
     records = [run_seed(cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}"), "control": False}), arms,
                         resume, progress) for seed in seeds]
-    out = Path(cfg.out)
-    atomic_write_text(out / "reward_ab.json", json.dumps(records, indent=1) + "\n")
-    atomic_write_text(out / "reward_ab.md", ab_markdown(records))
+    write_ab(Path(cfg.out), records)
     return records
+
+
+def write_ab(out: Path, records: list[dict[str, Any]]) -> str:
+    """``OUT/reward_ab.json`` and ``OUT/reward_ab.md`` over the seeds' records; returns the table."""
+    table = ab_markdown(records)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "reward_ab.json", json.dumps(records, indent=1) + "\n")
+    atomic_write_text(out / "reward_ab.md", table)
+    return table

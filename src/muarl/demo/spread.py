@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from muarl.demo.host_load import uneven_load
+from muarl.train.host_load import uneven_load
 from muarl.rollout.store import atomic_write_text
 
 DROP_FLAG = 0.10  # a kind of task whose success falls by more than this from the cold start is flagged
@@ -56,9 +56,10 @@ def _cpu(results: dict[str, Any]) -> str | None:
 
 
 def save_record(results: dict[str, Any], records: Path) -> Path:
-    """Keep a finished full-form run's results in ``records``; a pilot measures nothing and is refused."""
+    """Keep a finished full-form run's results (a demo run's, or a reward A/B seed's) in ``records``; a pilot
+    measures nothing and is refused."""
     if results["pilot"]:
-        raise ValueError("a pilot run measures nothing: it is not kept as a record of the learning claim")
+        raise ValueError("a pilot run measures nothing: it is not kept as a record")
     records.mkdir(parents=True, exist_ok=True)
     path = records / record_name(results)
     atomic_write_text(path, json.dumps(results, indent=1) + "\n")
