@@ -381,7 +381,7 @@ def _others_cpus(rows: list[dict[str, Any]]) -> float | None:
     """The CPUs other processes kept busy while GRPO's steps ran, over every attempt (each step's own figure weighted
     by its seconds), so a resumed stage is judged by the host its box ran on, not by its last attempt's; None when
     no step recorded it."""
-    measured = [(r["others_cpus"], r.get("rollout_seconds", 0) + r.get("update_seconds", 0)) for r in rows if "others_cpus" in r]
+    measured = [(r["others_cpus"], _step_seconds([r])) for r in rows if "others_cpus" in r]
     seconds = sum(w for _, w in measured)
     return sum(v * w for v, w in measured) / seconds if seconds > 0 else None
 
