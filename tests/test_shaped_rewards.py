@@ -15,11 +15,13 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from muarl.domains import load_domain
 from muarl.domains.base import ToolError
 from muarl.reward import RewardSpec, make_reward, outcome_reward, parse_reward_flag, reward_from_setting
 from muarl.rollout.world import WorldConfig, build_world
+from muarl.train.grpo import group_advantages
 from muarl.types import Message, ToolCall
 
 EMAIL, FIRST, FINAL, FEE = "benedikt.nakamura69@example.com", "555-323-4178", "555-361-1921", "175"
@@ -130,6 +132,25 @@ def test_process_pays_nothing_for_an_ungrounded_fact_unless_that_gate_is_dropped
     info = d.score(make_reward("process"), task)
     assert info.reward == 0.0 and info.success and [v.split(":")[0] for v in info.details["violations"]] == ["grounded_facts"]
     assert d.score(make_reward("process", checks=["confirmed_before_write"]), task).reward == 1.0
+
+
+def test_a_fraction_for_a_breach_is_the_outcome_in_a_group_with_no_clean_success(lite, task):
+    """GRPO standardises rewards within a group, and (r - mean) / std does not change when every reward is scaled:
+    in a group whose only successes broke the policy, ``violation_reward: 0.1`` gives the breach exactly the
+    outcome's advantage, and only 0 takes it away. The fraction acts in groups that also hold a clean success."""
+    failure = opening(lite, task).user("###STOP###")
+    group = (hasty(lite, task), failure, failure, failure)
+    rewards = {"outcome": make_reward("outcome"), "process10": make_reward("process", violation_reward=0.1), "process0": make_reward("process")}
+    paid = {name: [d.score(fn, task).reward for d in group] for name, fn in rewards.items()}
+    assert paid == {"outcome": [1.0, 0, 0, 0], "process10": [0.1, 0, 0, 0], "process0": [0.0, 0, 0, 0]}
+    adv = {k: group_advantages(torch.tensor([v]))[0] for k, v in paid.items()}
+    assert adv["outcome"][0].item() == pytest.approx(1.5, abs=1e-4)  # (1 - 1/4) / std, std = 1/2 (Bessel)
+    assert torch.allclose(adv["process10"], adv["outcome"], atol=1e-4)
+    assert torch.count_nonzero(adv["process0"]) == 0
+    # beside a clean success the fraction does act: the breach sits just above the failures, far below the clean one
+    mixed = [d.score(rewards["process10"], task).reward for d in (careful(lite, task), hasty(lite, task), failure, failure)]
+    a = group_advantages(torch.tensor([mixed]))[0]
+    assert mixed == [1.0, 0.1, 0, 0] and a[0] > 0 and a[1] < 0 and a[1] > a[2]
 
 
 def test_process_earns_nothing_on_a_failure_however_well_behaved(lite, task):
