@@ -153,6 +153,22 @@ def test_a_fraction_for_a_breach_is_the_outcome_in_a_group_with_no_clean_success
     assert mixed == [1.0, 0.1, 0, 0] and a[0] > 0 and a[1] < 0 and a[1] > a[2]
 
 
+def test_scaled_by_the_verdicts_std_a_fraction_for_a_breach_keeps_its_size(lite, task):
+    """``advantage_std: verdict``: the same group as above, standardised by the spread of the benchmark's verdicts
+    (1, 0, 0, 0) rather than of the rewards, pays the breach a tenth of the outcome's advantage, not all of it."""
+    failure = opening(lite, task).user("###STOP###")
+    group = (hasty(lite, task), failure, failure, failure)
+    infos = [d.score(make_reward("process", violation_reward=0.1), task) for d in group]
+    rewards, verdicts = torch.tensor([[i.reward for i in infos]]), torch.tensor([[float(i.success) for i in infos]])
+    assert verdicts.tolist() == [[1.0, 0, 0, 0]]  # shaping never changes what counts as solved
+    outcome = group_advantages(verdicts)[0]
+    assert torch.allclose(group_advantages(rewards, std_of=verdicts)[0], 0.1 * outcome, atol=1e-5)
+    # beside a clean success the breach still sits between it and the failures
+    mixed = [d.score(make_reward("process", violation_reward=0.1), task) for d in (careful(lite, task), hasty(lite, task), failure, failure)]
+    a = group_advantages(torch.tensor([[i.reward for i in mixed]]), std_of=torch.tensor([[float(i.success) for i in mixed]]))[0]
+    assert a[0] > a[1] > a[2] and a[1] < 0
+
+
 def test_process_earns_nothing_on_a_failure_however_well_behaved(lite, task):
     d = opening(lite, task).says(f"I will change your phone number to {FINAL}. Shall I proceed?").user("Yes.") \
         .calls("update_contact_info", patient_id="P716", phone=FINAL).says("Your phone number has been updated.").user("###STOP###")

@@ -37,6 +37,26 @@ def test_group_advantages_standardise_within_each_group():
         group_advantages(torch.tensor([1.0, 0.0]))
 
 
+def test_advantages_scaled_by_the_verdicts_std_keep_a_fractions_size():
+    shaped = torch.tensor([[0.1, 0.0, 0.0, 0.0], [1.0, 0.1, 0.0, 0.0], [1.0, 0.1, 1.0, 1.0]])
+    verdicts = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    # standardised by its own std, [0.1, 0, 0, 0] is [1, 0, 0, 0]: 1.5, -0.5 (the fraction is lost)
+    close(group_advantages(shaped)[0], [1.5, -0.5, -0.5, -0.5], tol=1e-4)  # eps 1e-6 against a std of 0.05
+    adv = group_advantages(shaped, std_of=verdicts)
+    # group 0: centred [0.075, -0.025, ...] over the verdicts' std 0.5: a tenth of the outcome's 1.5, -0.5
+    close(adv[0], [0.15, -0.05, -0.05, -0.05])
+    # group 1: mean 0.275, centred [0.725, -0.175, -0.275, -0.275], verdicts [1, 1, 0, 0] std sqrt(1/3) = 0.57735
+    close(adv[1], [1.255736, -0.303109, -0.476314, -0.476314])
+    # group 2: every verdict 1 (std 0): the rewards' own std, mean 0.775, std sqrt(0.6075 / 3) = 0.45
+    close(adv[2], [0.5, -1.5, 0.5, 0.5])
+    close(group_advantages(shaped, scale_by_std=False, std_of=verdicts), group_advantages(shaped, scale_by_std=False))
+    with pytest.raises(ValueError, match="std_of must be shaped like rewards"):
+        group_advantages(shaped, std_of=verdicts[:, :2])
+    # quarantine drops the same episodes from both: kept [0.1, 0, 0] with verdicts [1, 0, 0], std sqrt(1/3)
+    kept = kept_advantages(shaped[0], torch.tensor([False, False, True, False]), std_of=verdicts[0])
+    close(kept, [0.0666667 / 0.57735, -0.0333333 / 0.57735, -0.0333333 / 0.57735])
+
+
 def test_kept_advantages_rescore_the_group_without_the_quarantined_episode():
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
     # episode 2 quarantined: kept [1, 0, 1], mean 2/3, sample std sqrt((1/9 + 4/9 + 1/9) / 2) = 0.57735

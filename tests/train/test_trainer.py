@@ -200,6 +200,19 @@ def test_a_uniform_group_is_one_with_zero_reward_variance_and_success_is_the_rew
     assert stats["uniform_ratio"] == pytest.approx(2 / 3) and stats["groups_dropped"] == 2
 
 
+def test_advantage_std_verdict_divides_by_the_std_of_the_verdicts(tmp_path):
+    """A success paid a fraction (a process breach) in a group with no clean success: standardised by the rewards'
+    own std it gets the outcome's advantage; by the verdicts' std, that fraction of it."""
+    group = [scored_episode(0.25, True, 0), scored_episode(0.0, False, 1), scored_episode(0.0, False, 2), scored_episode(0.0, False, 3)]
+    rewards_std = GRPOTrainer(config(tmp_path / "rewards"), progress=False).training_samples([group])[0]
+    verdict_std = GRPOTrainer(config(tmp_path / "verdict", advantage_std="verdict"), progress=False).training_samples([group])[0]
+    assert [a for _, a in rewards_std] == pytest.approx([1.5, -0.5, -0.5, -0.5], abs=1e-4)
+    # centred [0.1875, -0.0625, ...] over the verdicts' std 0.5
+    assert [a for _, a in verdict_std] == pytest.approx([0.375, -0.125, -0.125, -0.125], abs=1e-5)
+    with pytest.raises(ValueError, match="advantage_std"):
+        config(tmp_path / "x", advantage_std="verdicts")
+
+
 def blamed_on_user(episode: Episode) -> Episode:
     return episode.model_copy(update={"checks": [], "attribution": Attribution(label="user", reason="stop: ended early")})
 

@@ -130,7 +130,10 @@ class GRPOConfig(WorldConfig):
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="per-token KL estimator")
     entropy_coef: float = Field(0.0, ge=0, description="entropy bonus weight (entropy is logged either way)")
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
-    advantage_std: bool = Field(True, description="divide advantages by the group std (false: Dr. GRPO)")
+    advantage_std: bool | Literal["verdict"] = Field(
+        True, description="divide advantages by the group std of the rewards (true), of the benchmark's verdicts (verdict: a "
+        "shaped reward orders a group, the verdict sets its step size; a group of equal verdicts uses the rewards' std), "
+        "or not at all (false: Dr. GRPO)")
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-sum"] = Field("token-mean", description="loss reduction (seq-sum: Dr. GRPO)")
     seq_norm: float | None = Field(None, gt=0, description="seq-sum divisor (default max_new_tokens * max_turns)")
     drop_uniform: bool = Field(False, description="skip groups whose scored episodes all have the same reward (zero variance: no signal)")

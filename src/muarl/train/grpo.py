@@ -11,7 +11,8 @@ results) have loss mask 0 and carry no gradient. The policy loss is PPO's clippe
 loss* (not folded into the reward), estimated per token with Schulman's k1, k2 or k3 estimator (k3, the
 default, is unbiased and never negative). Everything is averaged over all masked tokens of the batch
 ("token-mean", so long episodes weigh by their length, as in DAPO); Dr. GRPO's variant drops the std
-normalisation and sums tokens per sequence instead, removing the length and difficulty biases.
+normalisation and sums tokens per sequence instead, removing the length and difficulty biases. With a shaped reward, the std can be the benchmark verdicts'
+instead (``std_of``), so that a fraction of the reward keeps its size.
 
 Shapes: ``B`` sequences of ``T`` positions, ``V`` vocabulary entries. ``mask`` is 1 where a token was sampled
 by the policy (float or bool), and position t's log-probability is that of token t given tokens < t.
@@ -28,25 +29,37 @@ KLEstimator = Literal["k1", "k2", "k3"]
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-sum"]
 
 
-def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale_by_std: bool = True) -> torch.Tensor:
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale_by_std: bool = True,
+                     std_of: torch.Tensor | None = None) -> torch.Tensor:
     """Advantages for rewards shaped ``[groups, n]``: reward minus its group's mean, over (std + eps).
 
     A group whose rewards are all equal gets zero advantages (so no policy gradient) in both modes.
-    ``scale_by_std=False`` is Dr. GRPO (mean-centred only).
+    ``scale_by_std=False`` is Dr. GRPO (mean-centred only). ``std_of`` (shaped like ``rewards``: the
+    benchmark's verdicts, 0 or 1) divides by *its* group std instead of the rewards' own, so that a shaped
+    reward decides the order within a group while the verdict decides the step's size: standardised by their own
+    std, ``[0.1, 0, 0, 0]`` and ``[1, 0, 0, 0]`` give the same advantages and a fraction paid for a breach would
+    count for nothing. A group whose ``std_of`` is constant (every verdict the same) falls back to the rewards' std.
     """
     if rewards.dim() != 2 or rewards.shape[1] < 2:
         raise ValueError(f"rewards must be [groups, n] with n >= 2, got shape {tuple(rewards.shape)}")
+    if std_of is not None and std_of.shape != rewards.shape:
+        raise ValueError(f"std_of must be shaped like rewards {tuple(rewards.shape)}, got {tuple(std_of.shape)}")
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     if not scale_by_std:
         return centred
-    return centred / (rewards.std(dim=1, keepdim=True) + eps)
+    std = rewards.std(dim=1, keepdim=True)
+    if std_of is not None:
+        verdict_std = std_of.float().std(dim=1, keepdim=True)
+        std = torch.where(verdict_std > 0, verdict_std, std)
+    return centred / (std + eps)
 
 
 def kept_advantages(rewards: torch.Tensor, quarantined: torch.Tensor, min_kept: int = 2, eps: float = 1e-6,
-                    scale_by_std: bool = True) -> torch.Tensor | None:
+                    scale_by_std: bool = True, std_of: torch.Tensor | None = None) -> torch.Tensor | None:
     """Advantages of one group's episodes that are not ``quarantined``, from their rewards alone: ``rewards`` and
     ``quarantined`` are ``[n]`` (float, bool), the result ``[kept]`` in the kept episodes' order, or None when
-    fewer than ``min_kept`` (at least 2) remain and the group is dropped.
+    fewer than ``min_kept`` (at least 2) remain and the group is dropped. ``std_of`` (``[n]``) is
+    :func:`group_advantages`' and loses the same episodes.
 
     Quarantine is for episodes whose reward says nothing of the policy (a simulated user that left its script):
     kept in the group, a spoiled failure drags the mean down and hands every other episode a positive advantage
@@ -56,10 +69,14 @@ def kept_advantages(rewards: torch.Tensor, quarantined: torch.Tensor, min_kept: 
         raise ValueError(f"min_kept must be at least 2 (advantages compare episodes), got {min_kept}")
     if rewards.dim() != 1 or quarantined.shape != rewards.shape:
         raise ValueError(f"rewards and quarantined must both be [n], got {tuple(rewards.shape)} and {tuple(quarantined.shape)}")
-    kept = rewards[~quarantined.bool()]
+    if std_of is not None and std_of.shape != rewards.shape:
+        raise ValueError(f"std_of must be [n] like rewards, got {tuple(std_of.shape)}")
+    keep = ~quarantined.bool()
+    kept = rewards[keep]
     if kept.numel() < min_kept:
         return None
-    return group_advantages(kept.unsqueeze(0), eps=eps, scale_by_std=scale_by_std)[0]
+    kept_std_of = None if std_of is None else std_of[keep].unsqueeze(0)
+    return group_advantages(kept.unsqueeze(0), eps=eps, scale_by_std=scale_by_std, std_of=kept_std_of)[0]
 
 
 def uniform_groups(correct: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -396,8 +396,10 @@ class GRPOTrainer:
             if len(scored) < 2:
                 stats["groups_dropped"] += 1
                 continue
+            verdicts = (torch.tensor([float(e.succeeded) for e in scored]) if self.cfg.advantage_std == "verdict" else None)
             advantages = kept_advantages(torch.tensor([e.reward.reward for e in scored], dtype=torch.float32), torch.tensor(faults),
-                                         min_kept=self.cfg.quarantine_min_group if quarantine else 2, scale_by_std=self.cfg.advantage_std)
+                                         min_kept=self.cfg.quarantine_min_group if quarantine else 2,
+                                         scale_by_std=self.cfg.advantage_std is not False, std_of=verdicts)
             if advantages is None:  # quarantine left too few
                 stats["quarantine_dropped_groups"] += 1
                 stats["groups_dropped"] += 1
