@@ -11,8 +11,8 @@ results) have loss mask 0 and carry no gradient. The policy loss is PPO's clippe
 loss* (not folded into the reward), estimated per token with Schulman's k1, k2 or k3 estimator (k3, the
 default, is unbiased and never negative). Everything is averaged over all masked tokens of the batch
 ("token-mean", so long episodes weigh by their length, as in DAPO); Dr. GRPO's variant drops the std
-normalisation and sums tokens per sequence instead, removing the length and difficulty biases. With a shaped reward, the std can be the benchmark verdicts'
-instead (``std_of``), so that a fraction of the reward keeps its size.
+normalisation and sums tokens per sequence instead, removing the length and difficulty biases. With a shaped
+reward, the std can be the benchmark verdicts' instead (``std_of``), so that a fraction of the reward keeps its size.
 
 Shapes: ``B`` sequences of ``T`` positions, ``V`` vocabulary entries. ``mask`` is 1 where a token was sampled
 by the policy (float or bool), and position t's log-probability is that of token t given tokens < t.
