@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--grpo-minutes", type=float, help="GRPO time box per arm (default: the full form's 30)")
     parser.add_argument("--eval-tasks", type=int, help="held-out tasks (default: the full form's 150)")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"])
+    parser.add_argument("--sft-revising-demos", type=int, help="of the cold start's demonstrations, how many are held with the "
+                        "user who changes their mind, the oracle re-confirming the revised value (default 0)")
     parser.add_argument("--pilot", action="store_true", help="a smoke run on the tiny random model, in minutes: measures nothing")
     parser.add_argument("--resume", action="store_true", help="continue the runs in --out, skipping finished stages")
     parser.add_argument("--quiet", action="store_true")
@@ -59,7 +61,8 @@ def main() -> None:
     eval_tasks = args.eval_tasks or sizes.pop("eval_tasks", None)
     cfg = form_config("full", **{**sizes, "out": str(args.out), "grpo_user": args.grpo_user, "grpo_minutes": args.grpo_minutes,
                                  "eval_tasks": eval_tasks, "base_eval_tasks": None if eval_tasks is None else min(eval_tasks, 30),
-                                 "precision": args.precision or sizes.get("precision"), "control": False})
+                                 "precision": args.precision or sizes.get("precision"), "control": False,
+                                 "sft_revising_demos": args.sft_revising_demos})
     records = run_reward_ab(cfg, arms, [int(s) for s in args.seeds.split(",")], resume=args.resume, progress=not args.quiet)
     if args.records:
         for record in records:

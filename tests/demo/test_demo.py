@@ -109,6 +109,37 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert again["stages"]["rl"]["success"] == results["stages"]["rl"]["success"]
 
 
+
+def test_revising_demos_are_held_with_the_user_who_changes_their_mind_and_re_confirm(tmp_path):
+    """The A/B's calibration knob: the first ``sft_revising_demos`` tasks of the seeded order meet the scripted
+    user, so where the patient changes their mind the demonstration confirms the revised value again before the
+    write; every other demonstration is held with the cooperative user, as before."""
+    cfg = pilot_config(tmp_path / "demo", sft_demos=8, sft_revising_demos=5, control=False)
+    out = stages.stage_synth(cfg, tmp_path / "synth", resume=False)
+    assert json.loads((tmp_path / "synth" / "synth" / "run.json").read_text())["config"]["user"] == "scripted:cooperative"
+    assert json.loads((tmp_path / "synth" / "synth-revising" / "run.json").read_text())["config"]["user"] == "scripted"
+    tasks = {t.id: t for t in stages.domain(cfg.domain).tasks("train")}
+    demos = [json.loads(line) for line in (tmp_path / "synth" / stages.SFT_DEMOS).read_text().splitlines()]
+    assert out["sft_demos"] == len(demos) == 8 and out["revising_demos"] == 5
+    revised_seen = 0
+    for demo in demos:
+        task, messages = tasks[demo["task_id"]], demo["messages"]
+        revision = task.user.requests[0].revision
+        said = [m["content"] or "" for m in messages if m["role"] == "user"]
+        confirmations = [k for k, m in enumerate(messages) if m["role"] == "assistant" and (m["content"] or "").startswith("To confirm")]
+        write = next(k for k, m in enumerate(messages) if any(c["function"]["name"] == "update_contact_info" for c in m.get("tool_calls") or []))
+        shows_revision = revision is not None and any(revision.text in u or any(v in u for v in revision.variants) for u in said)
+        if shows_revision:
+            revised_seen += 1
+            (value,) = revision.facts.values()
+            assert len(confirmations) == 2 and value in messages[confirmations[1]]["content"] and confirmations[1] < write, demo["task_id"]
+            assert value in messages[write]["tool_calls"][0]["function"]["arguments"]
+        else:
+            assert len(confirmations) == 1 and confirmations[0] < write, demo["task_id"]
+    assert revised_seen == out["revising_demos_changing_mind"] >= 1
+    with pytest.raises(ConfigError, match=r"sft_revising_demos \(4\) cannot exceed sft_demos \(3\)"):
+        pilot_config(tmp_path / "bad", sft_revising_demos=4)
+
 def test_out_dir_is_not_overwritten_and_resume_must_match(tmp_path):
     cfg = pilot_config(tmp_path / "demo")
     demo_run.check_out_dir(cfg, resume=False)

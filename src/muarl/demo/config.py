@@ -158,6 +158,9 @@ class DemoConfig(YamlConfig):
     max_new_tokens: int = Field(96, ge=1, description="tokens per assistant turn")
     max_context: int | None = Field(None, ge=64, description="tokens per episode (default 4096; tiny-random 12288)")
     sft_demos: int = Field(120, ge=1, description="oracle demonstrations the cold start learns from")
+    sft_revising_demos: int = Field(0, ge=0, description="of those, how many are held with the scripted user instead of "
+                                    "demo_user: where the patient changes their mind, the oracle confirms the revised value "
+                                    "again (a cold start that sometimes re-confirms, for the reward A/B; 0: none)")
     sft_epochs: float = Field(2.0, gt=0, description="passes over the demonstrations")
     sft_lr: float = Field(3e-5, gt=0, description="cold-start learning rate")
     sft_max_steps: int | None = Field(None, ge=1, description="cold-start optimizer steps at most")
@@ -182,6 +185,8 @@ class DemoConfig(YamlConfig):
         if RESERVED_GRPO_MODEL & set(model):
             raise ValueError(f"grpo.model may set ModelConfig fields other than {sorted(RESERVED_GRPO_MODEL)}: the demo sets those")
         reward_from_setting(self.reward)  # an unknown reward or option is refused here, not after the cold start
+        if self.sft_revising_demos > self.sft_demos:
+            raise ValueError(f"sft_revising_demos ({self.sft_revising_demos}) cannot exceed sft_demos ({self.sft_demos})")
         if self.base_eval_tasks > self.eval_tasks:
             raise ValueError(f"base_eval_tasks ({self.base_eval_tasks}) cannot exceed eval_tasks ({self.eval_tasks}): "
                              "lower it (--base-eval-tasks) or raise eval_tasks")

@@ -95,28 +95,39 @@ def stage_synth(cfg: DemoConfig, stage: Path, resume: bool) -> dict[str, Any]:
     The dialogues are held with ``demo_user`` (by default the cooperative user, who states its final wishes up
     front), as a cold start synthesised offline is: it never shows a patient changing their mind. GRPO and
     evaluation face the scripted user, who does; the gap is what RL with the user in the loop can close and
-    more of the same demonstrations (the control) cannot."""
+    more of the same demonstrations (the control) cannot. The first ``sft_revising_demos`` tasks of the seeded
+    order are held with the scripted user instead (in ``synth-revising``): a reward that pays for confirming
+    the revised value can only sharpen a behaviour the cold start sometimes shows, and those dialogues show it."""
     from muarl.synth.generate import SynthConfig, synthesize
 
     pool = _pool(cfg, "train")
     order = random.Random(f"{cfg.seed}/demo-tasks").sample(pool, len(pool))
     wanted = cfg.sft_demos + (len(pool) // 2 if cfg.control else 0)
     ids = [t.id for t in order[:wanted]]
-    synth_dir = stage / "synth"
-    report = asyncio.run(synthesize(SynthConfig(
-        domain=cfg.domain, split="train", task_ids=ids, out=str(synth_dir), seed=cfg.seed, validation_fraction=0.0, user=cfg.demo_user,
-        parquet=False, resume=resume and (synth_dir / EPISODES_FILE).exists(),
-    ), progress=False))
-    by_task = {json.loads(line)["task_id"]: line for line in (synth_dir / "sft_train.jsonl").read_text(encoding="utf-8").splitlines()}
+    revising = set(ids[:cfg.sft_revising_demos])
+    by_task: dict[str, str] = {}
+    rejections: Counter[str] = Counter()
+    for name, user, chosen in (("synth", cfg.demo_user, [i for i in ids if i not in revising]),
+                               ("synth-revising", USER, [i for i in ids if i in revising])):
+        if not chosen:
+            continue
+        synth_dir = stage / name
+        report = asyncio.run(synthesize(SynthConfig(
+            domain=cfg.domain, split="train", task_ids=chosen, out=str(synth_dir), seed=cfg.seed, validation_fraction=0.0, user=user,
+            parquet=False, resume=resume and (synth_dir / EPISODES_FILE).exists(),
+        ), progress=False))
+        rejections.update(report["rejections_by_reason"])
+        by_task.update((json.loads(line)["task_id"], line) for line in (synth_dir / "sft_train.jsonl").read_text(encoding="utf-8").splitlines())
     accepted = [by_task[i] for i in ids if i in by_task]  # in the seeded order
     if len(accepted) < cfg.sft_demos:
-        raise ConfigError(f"synthesis accepted {len(accepted)} demonstrations, fewer than sft_demos={cfg.sft_demos} "
-                          f"({report['rejections_by_reason']})")
+        raise ConfigError(f"synthesis accepted {len(accepted)} demonstrations, fewer than sft_demos={cfg.sft_demos} ({dict(rejections)})")
     sft, control = accepted[:cfg.sft_demos], accepted[cfg.sft_demos:]
     atomic_write_text(stage / SFT_DEMOS, "".join(line + "\n" for line in sft))
     atomic_write_text(stage / CONTROL_DEMOS, "".join(line + "\n" for line in control))
-    seen = {json.loads(line)["task_id"] for line in sft}
+    seen = [json.loads(line)["task_id"] for line in sft]
+    changes_mind = {t.id for t in pool if t.metadata.get("changes_mind")}
     return {"candidate_tasks": len(ids), "accepted": len(accepted), "sft_demos": len(sft), "control_demos": len(control),
+            "revising_demos": sum(i in revising for i in seen), "revising_demos_changing_mind": sum(i in revising & changes_mind for i in seen),
             "sft_task_ids": sorted(seen), "grpo_task_ids": [t.id for t in order if t.id not in seen]}
 
 
