@@ -52,7 +52,10 @@ def main() -> None:
         finished = [json.loads((args.out / precision / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
         if args.records:
             for results in finished:
-                print(f"kept {save_record(results, args.records)}")
+                try:
+                    print(f"kept {save_record(results, args.records)}")
+                except ValueError as exc:  # the run's own results stay in its directory
+                    raise SystemExit(f"error: {exc} (this run's results: {results['config']['out']}/results.json)") from None
         runs += finished
     print(spread_markdown(write_spread(args.out, runs)))
 

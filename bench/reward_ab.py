@@ -66,7 +66,10 @@ def main() -> None:
     records = run_reward_ab(cfg, arms, [int(s) for s in args.seeds.split(",")], resume=args.resume, progress=not args.quiet)
     if args.records:
         for record in records:
-            print(f"kept {save_record(record, args.records)}")
+            try:
+                print(f"kept {save_record(record, args.records)}")
+            except ValueError as exc:  # the seed's own record stays in its directory
+                raise SystemExit(f"error: {exc} (this seed's record: {record['out']}/ab.json)") from None
     print(ab_markdown(records))
 
 

@@ -96,6 +96,21 @@ def test_records_from_several_machines_add_up_to_one_table(tmp_path):
     for run in (c, b, a):
         save_record(run, tmp_path / "records")
     save_record(c, tmp_path / "records")  # the same run kept again replaces its record
+    save_record({**c, "config": {**c["config"], "out": "/elsewhere"}}, tmp_path / "records")  # and a rerun elsewhere too
+    # a field added since the record was kept, at its default, is the same experiment
+    save_record({**c, "config": {**c["config"], "sft_revising_demos": 0}}, tmp_path / "records")
+    # another experiment of the same precision, seed and CPU is refused, the kept record left as it was
+    other = {**c, "config": {**c["config"], "grpo_user": "scripted:faulty:0.2"}}
+    with pytest.raises(ValueError, match=r"fp32-seed-1-amd-epyc.json keeps another experiment's run \(it differs in \['grpo_user'\]\)"):
+        save_record(other, tmp_path / "records")
+    assert "grpo_user" not in json.loads((tmp_path / "records" / "fp32-seed-1-amd-epyc.json").read_text())["config"]
+    ab = {**c, "arms": [{"label": "outcome"}, {"label": "process"}]}
+    (tmp_path / "ab").mkdir()
+    save_record(ab, tmp_path / "ab")
+    save_record({**ab, "arms": [*ab["arms"], {"label": "checklist"}]}, tmp_path / "ab")  # a resumed A/B seed gained an arm
+    with pytest.raises(ValueError, match=r"differs in \['arms'\]"):
+        save_record({**ab, "arms": [{"label": "plain"}, {"label": "quarantined"}]}, tmp_path / "ab")
+    (tmp_path / "ab" / "fp32-seed-1-amd-epyc.json").unlink()
     runs = load_records(tmp_path / "records")
     summary = spread(runs)
     assert [r["label"] for r in summary["runs"]] == ["seed 0, bf16", "seed 0, bf16, Intel(R) Xeon(R) 8480+", "seed 1, fp32, AMD EPYC"]

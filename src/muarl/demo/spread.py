@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from muarl.demo.config import DemoConfig
 from muarl.train.host_load import uneven_load
 from muarl.rollout.store import atomic_write_text
 
@@ -57,13 +58,35 @@ def _cpu(results: dict[str, Any]) -> str | None:
 
 def save_record(results: dict[str, Any], records: Path) -> Path:
     """Keep a finished full-form run's results (a demo run's, or a reward A/B seed's) in ``records``; a pilot
-    measures nothing and is refused."""
+    measures nothing and is refused. A rerun of the same experiment (its directory and GRPO budget may differ, and
+    an A/B seed may have gained arms) replaces its record; a record of another experiment under the same name (one
+    precision, seed and CPU) is refused, not overwritten: keep each experiment's records in a directory of its own."""
     if results["pilot"]:
         raise ValueError("a pilot run measures nothing: it is not kept as a record")
     records.mkdir(parents=True, exist_ok=True)
     path = records / record_name(results)
+    if path.exists():
+        differs = _other_experiment(json.loads(path.read_text(encoding="utf-8")), results)
+        if differs:
+            raise ValueError(f"{path} keeps another experiment's run (it differs in {differs}): keep this one in another --records directory")
     atomic_write_text(path, json.dumps(results, indent=1) + "\n")
     return path
+
+
+_RERUN_FREE = {"out", "grpo_minutes", "grpo_steps"}  # what a rerun of the same experiment may change
+
+
+def _other_experiment(kept: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The settings by which ``kept`` is another experiment than ``new``: config keys (less ``_RERUN_FREE``), and
+    ``arms`` where ``kept`` has an arm ``new`` lacks or holds differently. A key one config lacks (a record kept
+    before the field existed) reads as the field's default."""
+    defaults = {name: f.default for name, f in DemoConfig.model_fields.items() if not f.is_required()}
+    before, now = kept.get("config", {}), new.get("config", {})
+    differs = sorted(k for k in before.keys() | now.keys()
+                     if k not in _RERUN_FREE and before.get(k, defaults.get(k)) != now.get(k, defaults.get(k)))
+    if any(arm not in new.get("arms", []) for arm in kept.get("arms", [])):
+        differs.append("arms")
+    return differs
 
 
 def load_records(records: Path) -> list[dict[str, Any]]:
