@@ -137,6 +137,9 @@ PILOT: dict[str, Any] = {
 }
 
 
+FREE_ON_RESUME = {"grpo_minutes", "grpo_steps"}  # budgets a resumed run may change; everything else must match
+
+
 class DemoConfig(YamlConfig):
     """Everything that decides a demo run; recorded in ``OUT/demo_config.json`` and checked on resume."""
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from muarl.config import ConfigError
 from muarl.demo import stages as st
-from muarl.demo.config import DemoConfig
+from muarl.demo.config import FREE_ON_RESUME, DemoConfig
 from muarl.train.host_load import HostLoad
 from muarl.demo.report import assemble, write_results
 from muarl.demo.spread import write_spread
@@ -35,7 +35,6 @@ from muarl.rollout.store import atomic_write_text
 log = logging.getLogger("muarl.demo")
 STAGE_FILE = "stage.json"
 CONFIG_FILE = "demo_config.json"
-FREE_ON_RESUME = {"grpo_minutes", "grpo_steps"}  # budgets a resumed run may change; everything else must match
 
 
 def run_stage(out: Path, name: str, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:

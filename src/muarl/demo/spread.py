@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from muarl.demo.config import DemoConfig
+from muarl.demo.config import FREE_ON_RESUME, DemoConfig
 from muarl.train.host_load import uneven_load
 from muarl.rollout.store import atomic_write_text
 
@@ -73,7 +73,7 @@ def save_record(results: dict[str, Any], records: Path) -> Path:
     return path
 
 
-_RERUN_FREE = {"out", "grpo_minutes", "grpo_steps"}  # what a rerun of the same experiment may change
+_RERUN_FREE = {"out", *FREE_ON_RESUME}  # what a rerun of the same experiment may change: its directory and budget
 
 
 def _other_experiment(kept: dict[str, Any], new: dict[str, Any]) -> list[str]:
