@@ -109,7 +109,6 @@ def test_every_stage_runs_and_resume_skips_them(tmp_path, monkeypatch):
     assert again["stages"]["rl"]["success"] == results["stages"]["rl"]["success"]
 
 
-
 def test_revising_demos_are_held_with_the_user_who_changes_their_mind_and_re_confirm(tmp_path):
     """The A/B's calibration knob: the first ``sft_revising_demos`` tasks of the seeded order meet the scripted
     user, so where the patient changes their mind the demonstration confirms the revised value again before the
@@ -139,6 +138,7 @@ def test_revising_demos_are_held_with_the_user_who_changes_their_mind_and_re_con
     assert revised_seen == out["revising_demos_changing_mind"] >= 1
     with pytest.raises(ConfigError, match=r"sft_revising_demos \(4\) cannot exceed sft_demos \(3\)"):
         pilot_config(tmp_path / "bad", sft_revising_demos=4)
+
 
 def test_out_dir_is_not_overwritten_and_resume_must_match(tmp_path):
     cfg = pilot_config(tmp_path / "demo")

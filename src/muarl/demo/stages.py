@@ -124,10 +124,10 @@ def stage_synth(cfg: DemoConfig, stage: Path, resume: bool) -> dict[str, Any]:
     sft, control = accepted[:cfg.sft_demos], accepted[cfg.sft_demos:]
     atomic_write_text(stage / SFT_DEMOS, "".join(line + "\n" for line in sft))
     atomic_write_text(stage / CONTROL_DEMOS, "".join(line + "\n" for line in control))
-    seen = [json.loads(line)["task_id"] for line in sft]
-    changes_mind = {t.id for t in pool if t.metadata.get("changes_mind")}
+    seen = {json.loads(line)["task_id"] for line in sft}
+    revised = [t for t in pool if t.id in revising and t.id in seen]
     return {"candidate_tasks": len(ids), "accepted": len(accepted), "sft_demos": len(sft), "control_demos": len(control),
-            "revising_demos": sum(i in revising for i in seen), "revising_demos_changing_mind": sum(i in revising & changes_mind for i in seen),
+            "revising_demos": len(revised), "revising_demos_changing_mind": sum(bool(t.metadata.get("changes_mind")) for t in revised),
             "sft_task_ids": sorted(seen), "grpo_task_ids": [t.id for t in order if t.id not in seen]}
 
 
