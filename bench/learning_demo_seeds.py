@@ -4,7 +4,8 @@
     OMP_WAIT_POLICY=PASSIVE python bench/learning_demo_seeds.py ... --resume     # after an interruption
     python bench/learning_demo_seeds.py --out runs/spread --from-records bench/results/learning_spread
 
-``--records DIR`` keeps each finished run's results in DIR (one file per precision, seed and CPU), and
+``--records DIR`` keeps each run's results in DIR as soon as the run ends (one file per precision, seed and CPU;
+a file there of another experiment under the same name is refused before the first run starts), and
 ``--from-records DIR`` writes the table over every run kept there without running anything: runs made in
 different sessions or on different machines add up to one spread.
 
@@ -23,9 +24,10 @@ import logging
 from pathlib import Path
 
 from muarl.cli.train import prepare_threads
+from muarl.config import ConfigError
 from muarl.demo.config import form_config
-from muarl.demo.run import run_seeds
-from muarl.demo.spread import load_records, save_record, spread_markdown, write_spread
+from muarl.demo.run import check_records, run_seeds
+from muarl.demo.spread import load_records, spread_markdown, write_spread
 
 
 def main() -> None:
@@ -45,18 +47,17 @@ def main() -> None:
     prepare_threads()
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     seeds = [int(s) for s in args.seeds.split(",")]
+    cfgs = [form_config("full", out=str(args.out / p), precision=p, grpo_minutes=args.grpo_minutes) for p in args.precisions.split(",")]
     runs = []
-    for precision in args.precisions.split(","):
-        cfg = form_config("full", out=str(args.out / precision), precision=precision, grpo_minutes=args.grpo_minutes)
-        run_seeds(cfg, seeds, resume=args.resume, progress=not args.quiet)
-        finished = [json.loads((args.out / precision / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
+    try:  # every precision's records checked before the first run, each run's kept as it ends
         if args.records:
-            for results in finished:
-                try:
-                    print(f"kept {save_record(results, args.records)}")
-                except ValueError as exc:  # the run's own results stay in its directory
-                    raise SystemExit(f"error: {exc} (this run's results: {results['config']['out']}/results.json)") from None
-        runs += finished
+            for cfg in cfgs:
+                check_records(cfg, seeds, args.records)
+        for cfg in cfgs:
+            run_seeds(cfg, seeds, resume=args.resume, progress=not args.quiet, records=args.records)
+            runs += [json.loads((Path(cfg.out) / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     print(spread_markdown(write_spread(args.out, runs)))
 
 

@@ -18,8 +18,9 @@ change-of-mind tasks, turns after completion) and ``OUT/seed-N/violations_per_st
 GRPO step of every arm. An arm: a reward name, ``LABEL=REWARD`` (REWARD a name or a YAML ``{name, options}``),
 or a YAML ``{label, reward, grpo}`` mapping. About 45 minutes per arm and 25 for the shared cold start per seed
 on an idle 2-core machine; GRPO's minutes are wall minutes, so run it on an idle machine. ``--records DIR`` keeps
-each finished seed's record in DIR (one file per precision, seed and CPU, as the learning claim's records), so seeds
-run on different days make one table (``--from-records DIR``, which runs nothing).
+each seed's record in DIR as soon as the seed ends (one file per precision, seed and CPU, as the learning claim's
+records; a file there of another experiment under that name is refused before the first stage), so seeds run on
+different days make one table (``--from-records DIR``, which runs nothing).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import logging
 from pathlib import Path
 
 from muarl.cli.train import prepare_threads
+from muarl.config import ConfigError
 from muarl.demo.config import PILOT, form_config
 from muarl.demo.reward_ab import ab_markdown, parse_arm, run_reward_ab, write_ab
-from muarl.demo.spread import load_records, save_record
+from muarl.demo.spread import load_records
 
 
 def main() -> None:
@@ -56,20 +58,18 @@ def main() -> None:
         return
     prepare_threads()
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    arms = [parse_arm(a) for a in args.arm or ["outcome", "process"]]
     sizes = dict(PILOT) if args.pilot else {}
     eval_tasks = args.eval_tasks or sizes.pop("eval_tasks", None)
     cfg = form_config("full", **{**sizes, "out": str(args.out), "grpo_user": args.grpo_user, "grpo_minutes": args.grpo_minutes,
                                  "eval_tasks": eval_tasks, "base_eval_tasks": None if eval_tasks is None else min(eval_tasks, 30),
                                  "precision": args.precision or sizes.get("precision"), "control": False,
                                  "sft_revising_demos": args.sft_revising_demos})
-    records = run_reward_ab(cfg, arms, [int(s) for s in args.seeds.split(",")], resume=args.resume, progress=not args.quiet)
-    if args.records:
-        for record in records:
-            try:
-                print(f"kept {save_record(record, args.records)}")
-            except ValueError as exc:  # the seed's own record stays in its directory
-                raise SystemExit(f"error: {exc} (this seed's record: {record['out']}/ab.json)") from None
+    try:  # bad arms, or a --records directory keeping another experiment, are refused before the first stage
+        arms = [parse_arm(a) for a in args.arm or ["outcome", "process"]]
+        records = run_reward_ab(cfg, arms, [int(s) for s in args.seeds.split(",")], resume=args.resume,
+                                progress=not args.quiet, records=args.records)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     print(ab_markdown(records))
 
 

@@ -146,3 +146,48 @@ def test_fewer_turns_after_completion_needs_a_paired_fall_not_a_lower_mean():
     assert record["late_deltas"]["quiet"]["ci95"][1] < 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is True
     record["late_deltas"]["quiet"] = late_delta(rows["quiet"], {"late_per_task": {}}, seed=0)
     assert record["late_deltas"]["quiet"]["n_tasks"] == 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is None
+
+
+def test_records_are_checked_before_the_first_stage_and_each_seed_kept_when_it_finishes(tmp_path, monkeypatch):
+    """A seed takes most of a session here: a --records directory keeping another experiment's run under a seed's
+    name is refused before any stage runs (not after the last), and a seed finished is kept before the next starts,
+    so a later seed's crash loses no record."""
+    from muarl.demo import reward_ab
+
+    arms = [parse_arm("outcome"), parse_arm("process")]
+    cfg = form_config("full", out=str(tmp_path / "ab"), **{**PILOT_AB, "pilot": False})
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a stage ran")
+
+    for name in ("stage_synth", "stage_sft", "evaluate_model", "stage_grpo"):
+        monkeypatch.setattr(stages, name, refuse)
+    with pytest.raises(ConfigError, match="pilot run measures nothing"):
+        run_reward_ab(cfg.model_copy(update={"pilot": True}), arms, [0], progress=False, records=tmp_path / "kept")
+    faulty_cfg = cfg.model_copy(update={"grpo_user": "scripted:faulty:0.2"})
+    (faulty,) = reward_ab.check_records(faulty_cfg, arms, [0], tmp_path / "kept")
+    faulty.parent.mkdir()
+    faulty.write_text(json.dumps(reward_ab.seed_identity(reward_ab.seed_config(faulty_cfg, 0), arms)))
+    with pytest.raises(ConfigError, match=r"keeps another experiment's run \(it differs in \['grpo_user'\]\)"):
+        run_reward_ab(cfg, arms, [1, 0], progress=False, records=tmp_path / "kept")
+    assert not (tmp_path / "ab").exists()  # seed 1 did not start either
+    # the same experiment kept from another directory with fewer arms passes: a rerun replaces it, a seed may gain arms
+    elsewhere = reward_ab.seed_config(cfg.model_copy(update={"out": "/elsewhere"}), 0)
+    faulty.write_text(json.dumps(reward_ab.seed_identity(elsewhere, arms[:1])))
+    seed_1 = faulty.with_name(faulty.name.replace("seed-0", "seed-1"))
+    assert reward_ab.check_records(cfg, arms, [0, 1], tmp_path / "kept") == [faulty, seed_1]
+
+    finished = []
+
+    def fake_seed(seed_cfg, arms, resume, progress):
+        if seed_cfg.seed == 2:
+            raise RuntimeError("seed 2 crashed")
+        finished.append(seed_cfg.seed)
+        return reward_ab.seed_identity(seed_cfg, arms)
+
+    monkeypatch.setattr(reward_ab, "run_seed", fake_seed)
+    with pytest.raises(RuntimeError, match="seed 2 crashed"):
+        run_reward_ab(cfg, arms, [1, 2], progress=False, records=tmp_path / "kept")
+    assert finished == [1] and sorted(p.name.split("-seed-")[1][0] for p in (tmp_path / "kept").glob("*.json")) == ["0", "1"]
+    kept = json.loads(seed_1.read_text())
+    assert kept["out"].endswith("seed-1") and [a["label"] for a in kept["arms"]] == ["outcome", "process"]

@@ -75,6 +75,37 @@ def test_pilot_seeds_run_each_in_its_own_directory_and_write_one_table(tmp_path)
         demo_run.run_seeds(cfg, [0, 0], progress=False)
 
 
+def test_seed_records_are_checked_before_any_run_and_kept_as_each_run_ends(tmp_path, monkeypatch):
+    """A full-form run takes ~100 minutes: a --records directory keeping another experiment under a seed's name
+    refuses before the first run starts, and a seed's record is kept as soon as its run ends (a later crash loses none)."""
+    from muarl.config import ConfigError
+    from muarl.demo.report import run_identity
+
+    cfg = pilot_config(tmp_path / "spread", control=False).model_copy(update={"pilot": False})
+    ran = []
+
+    def fake_demo(seed_cfg, resume, progress):
+        if seed_cfg.seed == 2:
+            raise RuntimeError("seed 2 crashed")
+        ran.append(seed_cfg.seed)
+        return {**run_identity(seed_cfg), "deltas": {}, "by_group": {}}
+
+    monkeypatch.setattr(demo_run, "run_demo", fake_demo)
+    with pytest.raises(ConfigError, match="pilot run measures nothing"):
+        demo_run.run_seeds(cfg.model_copy(update={"pilot": True}), [0], progress=False, records=tmp_path / "kept")
+    (seed_1,) = demo_run.check_records(cfg.model_copy(update={"max_turns": 3}), [1], tmp_path / "kept")
+    seed_1.parent.mkdir()
+    seed_1.write_text(json.dumps(run_identity(cfg.model_copy(update={"max_turns": 3, "seed": 1}))))
+    with pytest.raises(ConfigError, match=r"differs in \['max_turns'\]"):
+        demo_run.run_seeds(cfg, [0, 1], progress=False, records=tmp_path / "kept")
+    assert ran == []  # seed 0 did not run either
+    seed_1.unlink()
+    with pytest.raises(RuntimeError, match="seed 2 crashed"):
+        demo_run.run_seeds(cfg, [0, 1, 2], progress=False, records=tmp_path / "kept")
+    assert ran == [0, 1] and sorted(p.name for p in (tmp_path / "kept").iterdir()) == [seed_1.name.replace("seed-1", "seed-0"), seed_1.name]
+    assert json.loads(seed_1.read_text())["config"]["out"] == str(tmp_path / "spread" / "seed-1")
+
+
 @pytest.mark.parametrize(("args", "message"), [(["--seed", "1", "--seeds", "0,1"], "not both"),
                                                 (["--seeds", "0,x"], "comma-separated integers")])
 def test_the_command_refuses_bad_seeds_in_one_line(tmp_path, args, message):

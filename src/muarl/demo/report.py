@@ -41,6 +41,13 @@ def machine() -> dict[str, Any]:
             "cpu_flags": sorted(cpu_flags() & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})}
 
 
+def run_identity(cfg: DemoConfig) -> dict[str, Any]:
+    """What a run is and where it runs: whether a pilot, its config, the machine, and what it computes in. A demo
+    run's results and an A/B seed's record both begin with it, and a kept record's name and the check that a rerun
+    is the same experiment read only it (:mod:`muarl.demo.spread`), so both can be checked before the run starts."""
+    return {"pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(), **precisions(cfg)}
+
+
 def precisions(cfg: DemoConfig) -> dict[str, str]:
     """What this machine computed in (the config says what was asked): ``precision`` for GRPO and the evaluations,
     ``sft_precision`` for the cold start and the control."""
@@ -78,8 +85,7 @@ def assemble(cfg: DemoConfig, stages: dict[str, dict[str, Any]], eval_ids: list[
     deltas = {name: paired_delta(rows[a]["per_task"], rows[b]["per_task"], seed=cfg.seed)
               for name, a, b, _ in DELTAS if a in rows and b in rows}
     return {
-        "form": cfg.form, "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
-        **precisions(cfg),
+        "form": cfg.form, **run_identity(cfg),
         "eval_tasks": {"domain": cfg.domain, "split": "test", "max_difficulty": cfg.max_difficulty, "n": len(eval_ids),
                        "ids": eval_ids, "base_ids": base_ids, "max_turns": cfg.max_turns},
         "stages": {k: {**v, "label": LABELS[k]} for k, v in rows.items()}, "deltas": deltas, "by_group": by_group(rows, groups),

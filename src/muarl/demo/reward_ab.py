@@ -32,9 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import RESERVED_GRPO, DemoConfig
-from muarl.demo.report import machine, paired_delta, precisions
-from muarl.demo.run import check_out_dir, run_stage
-from muarl.demo.spread import delta_cell, pct, run_label
+from muarl.demo.report import paired_delta, run_identity
+from muarl.demo.run import check_out_dir, log, run_stage
+from muarl.demo.run import seed_config as demo_seed_config
+from muarl.demo.spread import delta_cell, pct, record_path, run_label, save_record
 from muarl.evals.conduct import check_mean_value, check_values_per_task, is_user_fault, wilson
 from muarl.reward import RewardSpec, describe_reward, parse_reward_flag, reward_from_setting
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
@@ -146,11 +147,8 @@ def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> 
     late_deltas = {a.label: late_delta(models[a.label], models[baseline], seed=cfg.seed) for a in arms[1:]}
     figure = plot_violations(steps, out / "violations_per_step.png")
     # what the run was and where it ran, as a demo run's results say it (muarl.demo.spread keeps and labels either)
-    record = {"seed": cfg.seed, "out": str(out), "pilot": cfg.pilot, "config": cfg.model_dump(), "machine": machine(),
-              **precisions(cfg), "baseline": baseline,
-              "arms": [{"label": a.label, "reward": describe_reward(a.reward), "grpo": a.grpo} for a in arms],
-              "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind), "models": models, "deltas": deltas,
-              "late_deltas": late_deltas,
+    record = {**seed_identity(cfg, arms), "baseline": baseline, "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind),
+              "models": models, "deltas": deltas, "late_deltas": late_deltas,
               "training": training, "violations_per_step": {a: per_step_violations(rows) for a, rows in steps.items()},
               "figure": str(figure)}
     atomic_write_text(out / "ab.json", json.dumps(record, indent=1) + "\n")
@@ -278,16 +276,40 @@ def _seed_cell(record: dict[str, Any]) -> str:
     return run_label(record) if "config" in record else str(record["seed"])
 
 
-def run_reward_ab(cfg: DemoConfig, arms: list[Arm], seeds: list[int], resume: bool = False, progress: bool = True) -> list[dict[str, Any]]:
-    """Every seed in ``OUT/seed-N``, then ``OUT/reward_ab.md`` and ``OUT/reward_ab.json``; returns the seeds' records."""
+def seed_config(cfg: DemoConfig, seed: int) -> DemoConfig:
+    """One seed's run of the A/B: the demo's seed run (``OUT/seed-N``) with no control."""
+    return demo_seed_config(cfg, seed).model_copy(update={"control": False})
+
+
+def seed_identity(cfg: DemoConfig, arms: list[Arm]) -> dict[str, Any]:
+    """How a seed's record begins: the run's identity and the arms it trains (what a kept record is checked by)."""
+    return {"seed": cfg.seed, "out": cfg.out, **run_identity(cfg),
+            "arms": [{"label": a.label, "reward": describe_reward(a.reward), "grpo": a.grpo} for a in arms]}
+
+
+def check_records(cfg: DemoConfig, arms: list[Arm], seeds: list[int], records: Path) -> list[Path]:
+    """Where each seed's record will be kept in ``records``; ConfigError, before anything runs, for a pilot or where
+    a file there keeps another experiment's run (:func:`muarl.demo.spread.record_path`)."""
+    return [record_path(seed_identity(seed_config(cfg, seed), arms), records) for seed in seeds]
+
+
+def run_reward_ab(cfg: DemoConfig, arms: list[Arm], seeds: list[int], resume: bool = False, progress: bool = True,
+                  records: Path | None = None) -> list[dict[str, Any]]:
+    """Every seed in ``OUT/seed-N``, then ``OUT/reward_ab.md`` and ``OUT/reward_ab.json``; returns the seeds' records.
+    With ``records``, each seed's record is checked there before the first stage and kept as soon as the seed ends."""
     if len(arms) < 2 or len({a.label for a in arms}) != len(arms):
         raise ConfigError(f"the A/B needs at least two arms with distinct labels, got {[a.label for a in arms]}")
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"the A/B needs distinct seeds, got {seeds}")
-    records = [run_seed(cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}"), "control": False}), arms,
-                        resume, progress) for seed in seeds]
-    write_ab(Path(cfg.out), records)
-    return records
+    if records is not None:
+        check_records(cfg, arms, seeds, records)
+    done = []
+    for seed in seeds:
+        done.append(run_seed(seed_config(cfg, seed), arms, resume, progress))
+        if records is not None:
+            log.info("kept %s", save_record(done[-1], records))
+    write_ab(Path(cfg.out), done)
+    return done
 
 
 def write_ab(out: Path, records: list[dict[str, Any]]) -> str:

@@ -28,8 +28,8 @@ from muarl.config import ConfigError
 from muarl.demo import stages as st
 from muarl.demo.config import FREE_ON_RESUME, DemoConfig
 from muarl.train.host_load import HostLoad
-from muarl.demo.report import assemble, write_results
-from muarl.demo.spread import write_spread
+from muarl.demo.report import assemble, run_identity, write_results
+from muarl.demo.spread import record_path, save_record, write_spread
 from muarl.rollout.store import atomic_write_text
 
 log = logging.getLogger("muarl.demo")
@@ -100,11 +100,29 @@ def run_demo(cfg: DemoConfig, resume: bool = False, progress: bool = True) -> di
     return results
 
 
-def run_seeds(cfg: DemoConfig, seeds: list[int], resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def seed_config(cfg: DemoConfig, seed: int) -> DemoConfig:
+    """One seed's run, in ``OUT/seed-N``."""
+    return cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}")})
+
+
+def check_records(cfg: DemoConfig, seeds: list[int], records: Path) -> list[Path]:
+    """Where each seed's results will be kept in ``records``; ConfigError, before anything runs, for a pilot or where
+    a file there keeps another experiment's run (:func:`muarl.demo.spread.record_path`)."""
+    return [record_path(run_identity(seed_config(cfg, seed)), records) for seed in seeds]
+
+
+def run_seeds(cfg: DemoConfig, seeds: list[int], resume: bool = False, progress: bool = True,
+              records: Path | None = None) -> dict[str, Any]:
     """One run per seed, in ``OUT/seed-N`` (each resumable on its own), then ``OUT/spread.md`` and
-    ``OUT/spread.json`` over them (``muarl.demo.spread``); returns the spread summary."""
+    ``OUT/spread.json`` over them (``muarl.demo.spread``); returns the spread summary. With ``records``, each
+    seed's results are checked there before the first run and kept as soon as its run ends."""
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds needs distinct seeds, got {seeds}")
-    runs = [run_demo(cfg.model_copy(update={"seed": seed, "out": str(Path(cfg.out) / f"seed-{seed}")}), resume, progress)
-            for seed in seeds]
+    if records is not None:
+        check_records(cfg, seeds, records)
+    runs = []
+    for seed in seeds:
+        runs.append(run_demo(seed_config(cfg, seed), resume, progress))
+        if records is not None:
+            log.info("kept %s", save_record(runs[-1], records))
     return write_spread(Path(cfg.out), runs)

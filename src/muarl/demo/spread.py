@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from muarl.config import ConfigError
 from muarl.demo.config import FREE_ON_RESUME, DemoConfig
 from muarl.train.host_load import uneven_load
 from muarl.rollout.store import atomic_write_text
@@ -56,19 +57,26 @@ def _cpu(results: dict[str, Any]) -> str | None:
     return results.get("machine", {}).get("cpu_model")
 
 
-def save_record(results: dict[str, Any], records: Path) -> Path:
-    """Keep a finished full-form run's results (a demo run's, or a reward A/B seed's) in ``records``; a pilot
-    measures nothing and is refused. A rerun of the same experiment (its directory and GRPO budget may differ, and
-    an A/B seed may have gained arms) replaces its record; a record of another experiment under the same name (one
-    precision, seed and CPU) is refused, not overwritten: keep each experiment's records in a directory of its own."""
+def record_path(results: dict[str, Any], records: Path) -> Path:
+    """Where ``records`` keeps ``results``, refused (ConfigError) for a pilot, which measures nothing, and where that
+    file keeps another experiment's run (one precision, seed and CPU). A rerun of the same experiment (its directory
+    and GRPO budget may differ, and an A/B seed may have gained arms) replaces its record. Reads only a run's
+    identity (:func:`muarl.demo.report.run_identity`), so a run is checked before it starts and again when kept."""
     if results["pilot"]:
-        raise ValueError("a pilot run measures nothing: it is not kept as a record")
-    records.mkdir(parents=True, exist_ok=True)
+        raise ConfigError("a pilot run measures nothing: it is not kept as a record")
     path = records / record_name(results)
     if path.exists():
         differs = _other_experiment(json.loads(path.read_text(encoding="utf-8")), results)
         if differs:
-            raise ValueError(f"{path} keeps another experiment's run (it differs in {differs}): keep this one in another --records directory")
+            raise ConfigError(f"{path} keeps another experiment's run (it differs in {differs}): keep this one in another --records directory")
+    return path
+
+
+def save_record(results: dict[str, Any], records: Path) -> Path:
+    """Keep a finished full-form run's results (a demo run's, or a reward A/B seed's) in ``records``, where
+    :func:`record_path` allows it: keep each experiment's records in a directory of its own."""
+    path = record_path(results, records)
+    records.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(results, indent=1) + "\n")
     return path
 
