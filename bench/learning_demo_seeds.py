@@ -27,7 +27,7 @@ from muarl.cli.train import prepare_threads
 from muarl.config import ConfigError
 from muarl.demo.config import form_config
 from muarl.demo.run import check_records, run_seeds
-from muarl.demo.spread import load_records, spread_markdown, write_spread
+from muarl.demo.spread import load_records, record_name, spread_markdown, write_spread
 
 
 def main() -> None:
@@ -58,6 +58,8 @@ def main() -> None:
             runs += [json.loads((Path(cfg.out) / f"seed-{seed}" / "results.json").read_text(encoding="utf-8")) for seed in seeds]
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
+    for results in runs if args.records else []:  # each kept as its run ended; said here too under --quiet
+        print(f"kept {args.records / record_name(results)}")
     print(spread_markdown(write_spread(args.out, runs)))
 
 

@@ -33,7 +33,7 @@ from muarl.cli.train import prepare_threads
 from muarl.config import ConfigError
 from muarl.demo.config import PILOT, form_config
 from muarl.demo.reward_ab import ab_markdown, parse_arm, run_reward_ab, write_ab
-from muarl.demo.spread import load_records
+from muarl.demo.spread import load_records, record_name
 
 
 def main() -> None:
@@ -70,6 +70,8 @@ def main() -> None:
                                 progress=not args.quiet, records=args.records)
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
+    for record in records if args.records else []:  # each kept as its seed ended; said here too under --quiet
+        print(f"kept {args.records / record_name(record)}")
     print(ab_markdown(records))
 
 
