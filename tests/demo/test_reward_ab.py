@@ -11,7 +11,8 @@ import pytest
 from muarl.config import ConfigError
 from muarl.demo import stages
 from muarl.demo.config import PILOT, form_config
-from muarl.demo.reward_ab import Arm, confirmation_violations, criteria, late_delta, parse_arm, run_reward_ab, write_ab
+from muarl.demo.reward_ab import (Arm, above_floor, confirmation_violations, criteria, late_delta, oracle_late_per_task,
+                                  parse_arm, run_reward_ab, with_oracle_floor, write_ab)
 from muarl.demo.spread import load_records, save_record
 from muarl.evals.conduct import check_mean_value, check_values_per_task
 from muarl.reward import RewardSpec
@@ -49,6 +50,7 @@ def test_every_arm_trains_from_one_cold_start_and_lands_in_one_table(tmp_path, m
     md = (tmp_path / "ab" / "reward_ab.md").read_text()
     assert md.startswith("PILOT") and "strict (process (violation_reward=0.1))" in md and "vs outcome" in md
     assert "ci_low_above_-5" in md and "violations_halved" in md
+    assert record["oracle_late_per_task"] == oracle_late_per_task(cfg.model_copy(update={"seed": 0})) and "ended later than the oracle" in md
 
     def refuse(*args, **kwargs):
         raise AssertionError("a finished stage ran again")
@@ -146,6 +148,41 @@ def test_fewer_turns_after_completion_needs_a_paired_fall_not_a_lower_mean():
     assert record["late_deltas"]["quiet"]["ci95"][1] < 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is True
     record["late_deltas"]["quiet"] = late_delta(rows["quiet"], {"late_per_task": {}}, seed=0)
     assert record["late_deltas"]["quiet"]["n_tasks"] == 0 and criteria(record, "quiet")["fewer_turns_after_completion"] is None
+
+
+def test_a_baseline_at_the_oracles_floor_has_no_turns_after_completion_to_remove():
+    """Every model of every A/B so far ended each solved task when the oracle did (its closing report): a fall
+    would be a report dropped. The bar calls that not measurable, and counts the tasks above the floor."""
+    floor = {f"t{i}": 1.0 if i % 4 else 0.0 for i in range(40)}  # the oracle: 1 after a last write, 0 after a last fact
+    base = [late(f"t{i}", floor[f"t{i}"]) for i in range(38)]  # solved 38, each at the floor
+    quiet = [late(f"t{i}", 0.0) for i in range(40)]  # reports dropped: below the floor, not better
+    rows = {name: {"cbw_change_of_mind": {"rate": None}, "turns_after_completion": check_mean_value(eps, "turns_after_completion"),
+                   "late_per_task": check_values_per_task(eps, "turns_after_completion")} for name, eps in
+            {"outcome": base, "quiet": quiet}.items()}
+    record = {"seed": 0, "baseline": "outcome", "models": rows, "deltas": {"quiet": {"delta": 0.0, "ci95": None}},
+              "late_deltas": {"quiet": late_delta(rows["quiet"], rows["outcome"], seed=0)}, "oracle_late_per_task": floor}
+    assert above_floor(rows["outcome"], floor) == {"solved": 38, "above": 0} and above_floor(rows["quiet"], floor)["above"] == 0
+    assert record["late_deltas"]["quiet"]["ci95"][1] < 0  # a paired "fall" ...
+    assert criteria(record, "quiet")["fewer_turns_after_completion"] is None  # ... from a baseline with nothing to remove
+    # one task the baseline talked on after (3 turns where the oracle took 1): the bar reads the paired fall again
+    rows["outcome"]["late_per_task"]["t1"] = 3.0
+    assert above_floor(rows["outcome"], floor) == {"solved": 38, "above": 1}
+    record["late_deltas"]["quiet"] = late_delta(rows["quiet"], rows["outcome"], seed=0)
+    assert criteria(record, "quiet")["fewer_turns_after_completion"] is True
+    # a record kept without the floor reads as before: the paired interval alone
+    del record["oracle_late_per_task"]
+    rows["outcome"]["late_per_task"]["t1"] = 1.0
+    assert criteria(record, "quiet")["fewer_turns_after_completion"] is True
+
+
+def test_the_oracle_floor_is_the_oracles_turns_after_completion_on_the_seeds_held_out_tasks(tmp_path):
+    cfg = form_config("full", out=str(tmp_path / "ab"), **PILOT_AB)
+    floor = oracle_late_per_task(cfg)
+    assert set(floor) == {t.id for t in stages.eval_tasks(cfg)}  # the oracle solves every task
+    assert set(floor.values()) <= {0.0, 1.0} and 1.0 in floor.values()  # its closing report after a last write
+    kept = {"seed": 0, "config": cfg.model_dump(mode="json")}
+    assert with_oracle_floor(kept)["oracle_late_per_task"] == floor  # a record kept before the floor gets it from its config
+    assert with_oracle_floor({**kept, "oracle_late_per_task": {"x": 5.0}})["oracle_late_per_task"] == {"x": 5.0}
 
 
 def test_records_are_checked_before_the_first_stage_and_each_seed_kept_when_it_finishes(tmp_path, monkeypatch):

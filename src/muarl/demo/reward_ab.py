@@ -13,17 +13,24 @@ What each seed reports (``OUT/seed-N/ab.json``), against the first arm (the base
 - the confirmed-before-write violation rate on the held-out tasks whose patient changes their mind (writes
   judged, violations, Wilson CI), per model: what an outcome-only reward never teaches;
 - the mean turns after completion over solved episodes, and each arm minus the baseline paired over the tasks
-  both solved (bootstrap CI);
+  both solved (bootstrap CI); and the oracle agent's on each task (``oracle_late_per_task``), the floor: the
+  scripted patient ends the conversation once its last request is done, so after the task is complete the
+  agent has its closing report left (0 turns where a required fact is said last, 1 after a last write) and no
+  turn to talk on with. A baseline at the floor on every task it solved has nothing to remove; fewer turns after
+  completion is then not measurable (a turn below the floor is a closing report dropped, or an episode cut at
+  the write), and the bar says so;
 - ``OUT/seed-N/violations_per_step.png``: each arm's check violation rates per GRPO step.
 
 Then ``OUT/reward_ab.md`` and ``OUT/reward_ab.json`` over seeds, with issue 25's bar for each arm against the
 baseline: the CI's lower bound above -5 points, violations on change-of-mind tasks down by at least half, and
-fewer turns after completion (the paired interval's upper bound below 0).
+fewer turns after completion (the paired interval's upper bound below 0, where the baseline had turns above the
+oracle's floor to remove).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ from muarl.demo.run import check_out_dir, log, run_stage
 from muarl.demo.run import seed_config as demo_seed_config
 from muarl.demo.spread import delta_cell, pct, record_path, run_label, save_record
 from muarl.evals.conduct import check_mean_value, check_values_per_task, is_user_fault, wilson
+from muarl.models.oracle import OracleAgent
 from muarl.reward import RewardSpec, describe_reward, parse_reward_flag, reward_from_setting
 from muarl.rollout.store import EPISODES_FILE, atomic_write_text, latest_per_key, read_episodes
 from muarl.types import Episode
@@ -110,6 +118,30 @@ def late_delta(arm: dict[str, Any], base: dict[str, Any], seed: int) -> dict[str
     return {"delta": d["delta"], "ci95": d["ci95"], "n_tasks": d["n_tasks"]}
 
 
+def oracle_late_per_task(cfg: DemoConfig) -> dict[str, float]:
+    """The oracle agent's turns after completion on each of the seed's held-out tasks: the floor a model's can reach.
+    No model runs (150 tasks take under a second), so a record kept without it gets it from its config
+    (:func:`with_oracle_floor`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        episodes = st.run_agent(OracleAgent(), st.eval_tasks(cfg), cfg, Path(tmp) / EPISODES_FILE, resume=False, progress=False)
+    return check_values_per_task(episodes, "turns_after_completion")
+
+
+def with_oracle_floor(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``oracle_late_per_task``, computed from its config where it was kept before the A/B
+    recorded the floor."""
+    if "oracle_late_per_task" in record:
+        return record
+    return {**record, "oracle_late_per_task": oracle_late_per_task(DemoConfig.model_validate(record["config"]))}
+
+
+def above_floor(row: dict[str, Any], floor: dict[str, float]) -> dict[str, int]:
+    """Of the tasks a model solved (those with a turns-after-completion value), how many it ended later than the
+    oracle did on the same task."""
+    late = row["late_per_task"]
+    return {"solved": len(late), "above": sum(value > floor.get(task, float("inf")) for task, value in late.items())}
+
+
 def model_row(summary: dict[str, Any], episodes: list[Episode], changes_mind: set[str]) -> dict[str, Any]:
     return {"success": summary["success"], "ci95": summary["ci95"], "n_tasks": summary["n_tasks"], "n_errored": summary["n_errored"],
             "per_task": summary["per_task"], "cbw_change_of_mind": confirmation_violations(episodes, changes_mind),
@@ -145,10 +177,11 @@ def run_seed(cfg: DemoConfig, arms: list[Arm], resume: bool, progress: bool) -> 
     baseline = arms[0].label
     deltas = {a.label: paired_delta(models[a.label]["per_task"], models[baseline]["per_task"], seed=cfg.seed) for a in arms[1:]}
     late_deltas = {a.label: late_delta(models[a.label], models[baseline], seed=cfg.seed) for a in arms[1:]}
+    floor = oracle_late_per_task(cfg)
     figure = plot_violations(steps, out / "violations_per_step.png")
     # what the run was and where it ran, as a demo run's results say it (muarl.demo.spread keeps and labels either)
     record = {**seed_identity(cfg, arms), "baseline": baseline, "eval_tasks": len(tasks), "change_of_mind_tasks": len(changes_mind),
-              "models": models, "deltas": deltas, "late_deltas": late_deltas,
+              "models": models, "deltas": deltas, "late_deltas": late_deltas, "oracle_late_per_task": floor,
               "training": training, "violations_per_step": {a: per_step_violations(rows) for a, rows in steps.items()},
               "figure": str(figure)}
     atomic_write_text(out / "ab.json", json.dumps(record, indent=1) + "\n")
@@ -203,14 +236,16 @@ def plot_violations(steps: dict[str, list[dict[str, Any]]], target: Path) -> Pat
 
 
 def criteria(record: dict[str, Any], label: str) -> dict[str, bool | None]:
-    """Issue 25's bar for one arm against the seed's baseline (None: not measurable, e.g. no write judged)."""
+    """Issue 25's bar for one arm against the seed's baseline (None: not measurable: no write judged, no task both
+    solved, or a baseline at the oracle's floor of turns after completion on every task it solved)."""
     d, arm, base = record["deltas"][label], record["models"][label], record["models"][record["baseline"]]
     rates = arm["cbw_change_of_mind"]["rate"], base["cbw_change_of_mind"]["rate"]
     late = record["late_deltas"][label]
+    at_floor = "oracle_late_per_task" in record and above_floor(base, record["oracle_late_per_task"])["above"] == 0
     return {
         "ci_low_above_-5": None if not d.get("ci95") else d["ci95"][0] > MIN_CI_LOW,
         "violations_halved": None if None in rates else (rates[0] <= MIN_FALL * rates[1] if rates[1] > 0 else rates[0] == 0),
-        "fewer_turns_after_completion": None if not late["ci95"] else late["ci95"][1] < 0,
+        "fewer_turns_after_completion": None if not late["ci95"] or at_floor else late["ci95"][1] < 0,
     }
 
 
@@ -218,6 +253,13 @@ def late_cell(late: dict[str, Any]) -> str:
     if not late["ci95"]:
         return f"n/a ({late['n_tasks']} tasks)"
     return f"{late['delta']:+.3f} [{late['ci95'][0]:+.3f}, {late['ci95'][1]:+.3f}] on {late['n_tasks']} tasks"
+
+
+def floor_cell(record: dict[str, Any], label: str) -> str:
+    if "oracle_late_per_task" not in record:
+        return "n/a"
+    n = above_floor(record["models"][label], record["oracle_late_per_task"])
+    return f"{n['above']} of {n['solved']}"
 
 
 def ab_markdown(records: list[dict[str, Any]]) -> str:
@@ -259,6 +301,8 @@ def ab_markdown(records: list[dict[str, Any]]) -> str:
                     for name in ("ci_low_above_-5", "violations_halved", "fewer_turns_after_completion"))]
         lines.append("  - turns after completion minus the baseline's, over the tasks both solved: " + ", ".join(
             f"seed {r['seed']} {late_cell(r['late_deltas'][arm])}" for r in ran))
+        lines.append("  - solved tasks ended later than the oracle (its floor of turns after completion), baseline / arm: " + ", ".join(
+            f"seed {r['seed']} {floor_cell(r, base)} / {floor_cell(r, arm)}" for r in ran))
     for r in records:
         for label, t in r["training"].items():
             u = t["user_faults"]
@@ -313,7 +357,9 @@ def run_reward_ab(cfg: DemoConfig, arms: list[Arm], seeds: list[int], resume: bo
 
 
 def write_ab(out: Path, records: list[dict[str, Any]]) -> str:
-    """``OUT/reward_ab.json`` and ``OUT/reward_ab.md`` over the seeds' records; returns the table."""
+    """``OUT/reward_ab.json`` and ``OUT/reward_ab.md`` over the seeds' records (each with its oracle floor); returns
+    the table."""
+    records = [with_oracle_floor(r) for r in records]
     table = ab_markdown(records)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "reward_ab.json", json.dumps(records, indent=1) + "\n")
