@@ -218,10 +218,16 @@ def plot_violations(steps: dict[str, list[dict[str, Any]]], target: Path) -> Pat
 
     keys = [("train success", "success_rate")] + [(f"{name} violations", f"check_violation/{name}") for name in CHECKS_PER_STEP]
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.2), squeeze=False, layout="constrained")
+    last = max((int(r["step"]) for rows in steps.values() for r in rows), default=1)
     for ax, (title, key) in zip(axes.flat, keys):
+        judged = False
         for label, rows in steps.items():
             points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            judged |= bool(points)
             ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=label)
+        if not judged:  # e.g. grounded actions where no episode claimed an action: say so, not an empty frame
+            ax.text(0.5, 0.5, "judged in no step", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+        ax.set_xlim(0.5, last + 0.5)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("GRPO step", fontsize=8)
         ax.set_ylim(-0.02, 1.02)
