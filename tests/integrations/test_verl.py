@@ -213,3 +213,55 @@ def test_sft_parquet_loads_with_verls_multi_turn_sft_dataset(tmp_path, model_dir
     assert [t["function"]["name"] for t in dataset.tools[0]] == [t["function"]["name"] for t in tools]
     item = dataset[0]
     assert int(item["loss_mask"].sum()) > 0  # the assistant turns are what it trains on
+
+
+def test_with_quarantine_on_the_episodes_the_user_spoiled_train_nothing_and_keep_their_verdict(tmp_path, model_dir):
+    """Several rows, two samples each, three entries: a user who faults in every reply with quarantine on and
+    off, and the clean scripted user with it on. Only the episodes the attribution blames on the user lose
+    their mask (so ``muarl_grpo`` leaves them out of their group); their reward is still the verdict."""
+    import numpy as np
+    import torch
+    import yaml
+    from verl.experimental.agent_loop import AgentLoopWorker
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from muarl.integrations.verl_advantage import muarl_grpo_advantage
+    from muarl.integrations.verl_metrics import step_metrics
+
+    exported = CliRunner().invoke(main, ["export-verl", "--domain", "clinic-lite", "--split", "train", "--limit", "2", "--seed", "3",
+                                         "--out", str(tmp_path / "data")])
+    assert exported.exit_code == 0, exported.output
+    base = {"_target_": "muarl.integrations.verl.MuarlAgentLoop", "chat_format": "chatml-hermes", "max_new_tokens": MAX_NEW_TOKENS,
+            "max_turns": 3}
+    entries = {"faulty_q": {"user": "scripted:faulty:1.0", "quarantine_user_faults": True},
+               "faulty": {"user": "scripted:faulty:1.0"},
+               "clean_q": {"user": "scripted", "quarantine_user_faults": True}}
+    loops = tmp_path / "agent_loops.yaml"
+    loops.write_text(yaml.safe_dump([{"name": name, **base, **e} for name, e in entries.items()]))
+    config = verl_config(model_dir, loops, "actor_rollout_ref.rollout.prompt_length=4096", "data.max_prompt_length=4096")
+    worker = AgentLoopWorker(config, LocalServerManager(LocalChatClient(local_policy(str(model_dir), precision="fp32"))))
+    dataset = RLHFDataset([str(tmp_path / "data" / "rl_train.parquet")], worker.tokenizer, config.data)
+    names = [name for name in entries for _ in range(2)]  # each entry on both tasks
+    rows = [dict(dataset[i % 2]) for i in range(len(names))]
+    for row, name in zip(rows, names):
+        row["agent_name"] = name
+    batch = DataProto.from_single_dict(collate_fn(rows))
+    batch.non_tensor_batch["uid"] = np.array([f"row{i}" for i in range(len(rows))], dtype=object)
+    out = asyncio.run(worker.generate_sequences(batch.repeat(repeat_times=2, interleave=True)))
+
+    entry = np.repeat(names, 2)
+    fields = out.non_tensor_batch
+    fault = np.array([bool(x) for x in fields["muarl_user_fault"]])
+    quarantined = np.array([bool(x) for x in fields["muarl_quarantined"]])
+    trained = out.batch["response_mask"].sum(-1) > 0
+    assert fault[entry != "clean_q"].all() and not fault[entry == "clean_q"].any()  # every faulty episode was blamed on the user
+    assert list(quarantined) == list(fault & (entry != "faulty"))
+    assert list(trained.numpy()) == list(~quarantined)
+    assert not any(bool(x) for x in fields["muarl_errored"])
+    for i in np.flatnonzero(quarantined):  # the verdict stays on the row: the episode failed, and was scored
+        assert not fields["muarl_success"][i] and out.batch["rm_scores"][i].sum().item() == 0.0
+    adv, _ = muarl_grpo_advantage(out.batch["rm_scores"], out.batch["response_mask"], fields["uid"])
+    assert not adv[torch.from_numpy(quarantined)].any()
+    metrics = step_metrics({k: v for k, v in fields.items() if k.startswith("muarl_")})
+    assert metrics["muarl/quarantined"] == 4 and metrics["muarl/user_fault_rate"] == pytest.approx(8 / 12)

@@ -70,7 +70,7 @@ def test_step_metrics_from_the_batchs_muarl_fields():
         "muarl_tool_calls": np.array([2, 0, 1]), "muarl_malformed_calls": np.array([0, 0, 1]),
         "muarl_calls/find_patient": np.array([2, None, 1], dtype=object), "muarl_calls/book": np.array([None, None, 1], dtype=object),
         "muarl_violation/confirmed_before_write": np.array([0, None, 1], dtype=object),
-        "muarl_user_fault": np.array([False, False, True]),
+        "muarl_user_fault": np.array([False, False, True]), "muarl_quarantined": np.array([False, False, True]),
     }
     assert step_metrics(fields) == pytest.approx({
         "muarl/episodes": 3.0, "muarl/errored_rate": 1 / 3, "muarl/context_full_rate": 1 / 3, "muarl/success_rate": 0.5,
@@ -79,5 +79,6 @@ def test_step_metrics_from_the_batchs_muarl_fields():
         "muarl/termination/user_stop": 0.5, "muarl/termination/context_full": 0.5,
         "muarl/tool_calls/find_patient": 1.5, "muarl/tool_calls/book": 0.5,
         "muarl/check_violation/confirmed_before_write": 0.5, "muarl/user_fault_rate": 1 / 3,
+        "muarl/quarantined": 1.0,
     })
     assert step_metrics({}) == {}

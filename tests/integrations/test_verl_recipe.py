@@ -44,5 +44,5 @@ def test_agent_loop_entries_are_valid_world_settings(loops):
 
     for entry in yaml.safe_load((EXAMPLES / loops).read_text()):
         assert entry["_target_"] == "muarl.integrations.verl.MuarlAgentLoop"
-        settings = {k: v for k, v in entry.items() if k not in ("name", "_target_", "chat_format", "max_new_tokens", "concurrency")}
+        settings = {k: v for k, v in entry.items() if k not in ("name", "_target_", "chat_format", "max_new_tokens", "concurrency", "quarantine_user_faults")}
         WorldConfig(**settings)

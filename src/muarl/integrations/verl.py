@@ -34,6 +34,12 @@ rollout --seed`` gives the task's first trial), and so meets a user of its own. 
 or whose opening does not fit ``rollout.prompt_length`` never raises out of :meth:`MuarlAgentLoop.run`: it
 comes back with an all-zero response mask and ``muarl_errored`` set, so it trains nothing, and the
 ``muarl_grpo`` advantage estimator (:mod:`muarl.integrations.verl_advantage`) leaves it out of its group.
+
+``quarantine_user_faults: true`` in the entry is :class:`~muarl.train.config.GRPOConfig`'s quarantine on verl:
+an episode the failure attribution labels ``user`` (the simulated user spoiled it, so its 0 says nothing of
+the policy) comes back the same way, mask all zero and ``muarl_quarantined`` set, so ``muarl_grpo`` rescores
+its group from the rest. Its reward stays the verdict. The group minimum is the estimator's, two episodes
+(``quarantine_min_group`` has no verl counterpart: the estimator sees one row at a time's mask, not settings).
 """
 
 from __future__ import annotations
@@ -146,19 +152,21 @@ def turns_in_tokens(episode: Episode) -> int:
     return max((i for i, m in enumerate(episode.messages) if m.role == "assistant"), default=0)
 
 
-def episode_output(episode: Episode, session: VerlSession) -> AgentLoopOutput:
+def episode_output(episode: Episode, session: VerlSession, quarantine_user_faults: bool = False) -> AgentLoopOutput:
     """The episode as verl's agent-loop output.
 
     The response is cut to ``response_length``: the last delta (a tool result or user reply) is appended before
     the session finds the context full, and only sampled tokens, which always fit, are trained. An errored
     episode has no reward: its output keeps the ids (so verl's batch has the usual shapes) with an all-zero
-    mask and reward 0, flagged ``muarl_errored``."""
+    mask and reward 0, flagged ``muarl_errored``. With ``quarantine_user_faults``, an episode labelled ``user``
+    gets the all-zero mask too (flagged ``muarl_quarantined``) but keeps its reward."""
     ids, mask, logprobs = session.ids, session.loss_mask, session.logprobs
     response_length = session.policy.response_length
     start = min(session.prompt_tokens if session.prompt_tokens is not None else len(ids), session.policy.prompt_length)
     prompt = ids[:start] or [session.fmt.end_of_turn_id]
     response, response_mask, response_logprobs = ids[start:][:response_length], mask[start:][:response_length], logprobs[start:][:response_length]
-    if episode.errored:
+    quarantined = quarantine_user_faults and is_user_fault(episode)
+    if episode.errored or quarantined:
         response_mask = [0] * len(response_mask)
         response_logprobs = [0.0] * len(response_logprobs)
     if not response:  # verl puts the reward on the last response token: there must be one
@@ -170,7 +178,7 @@ def episode_output(episode: Episode, session: VerlSession) -> AgentLoopOutput:
         num_turns=turns_in_tokens(episode),
         metrics=AgentLoopMetrics(generate_sequences=sum(t.agent_seconds for t in episode.timings),
                                  tool_calls=sum(t.tools_seconds for t in episode.timings)),
-        extra_fields=episode_fields(episode),
+        extra_fields={**episode_fields(episode), "muarl_quarantined": quarantined},
     )
 
 
@@ -205,17 +213,19 @@ class MuarlAgentLoop(AgentLoopBase):
 
     Keyword arguments beyond verl's own are :class:`WorldConfig` fields (from the agent-loop YAML entry), plus
     ``chat_format`` (the policy model's, default ``qwen3``), ``max_new_tokens`` (per turn, default
-    ``rollout.response_length``) and ``concurrency`` (LLM-user requests at once per worker)."""
+    ``rollout.response_length``), ``concurrency`` (LLM-user requests at once per worker) and
+    ``quarantine_user_faults`` (see the module docstring; off by default, as in ``muarl train``)."""
 
     def __init__(self, trainer_config: Any, server_manager: Any, tokenizer: Any, processor: Any, *,
                  chat_format: str = "qwen3", max_new_tokens: int | None = None, concurrency: int = 64,
-                 name: str | None = None, tools: Any = None, **kwargs: Any):
+                 quarantine_user_faults: bool = False, name: str | None = None, tools: Any = None, **kwargs: Any):
         verl_kwargs = {k: kwargs.pop(k) for k in ("dataset_cls", "data_config", "hf_model_type") if k in kwargs}
         super().__init__(trainer_config, server_manager, tokenizer, processor, **verl_kwargs)
         self.world_settings = WorldConfig(**kwargs, tools=tools if isinstance(tools, str) else _entry_tools(name))
         self.fmt = TokenFormat(tokenizer, chat_format)
         self.max_new_tokens = max_new_tokens
         self.concurrency = concurrency
+        self.quarantine_user_faults = bool(quarantine_user_faults)
 
     @rollout_trace_op
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -242,7 +252,7 @@ class MuarlAgentLoop(AgentLoopBase):
                                     config=world.loop, reward_fn=world.reward_fn, backend_factory=world.backend_factory)
         if episode.errored:
             log.warning("muarl episode of task %s errored; it trains nothing and leaves its group: %s", task.id, episode.error)
-        output = episode_output(episode, policy.session)
+        output = episode_output(episode, policy.session, self.quarantine_user_faults)
         output.extra_fields["muarl_seconds"] = time.perf_counter() - started
         output.extra_fields["muarl_sample"] = sample
         return output

@@ -7,7 +7,8 @@ returns from ``_performance_metrics`` reaches verl's logger (console, TensorBoar
 ``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=muarl.integrations.verl_metrics.MuarlAgentLoopManager``)
 adds :func:`step_metrics` of the step's episodes there, so a GPU run shows the paper's training dynamics as
 ``timing_s/muarl/...``: success, agent and user turns, user tokens, tool calls per tool, terminations,
-errored and context-full rates, each trajectory check's violation rate and the share of user-fault episodes.
+errored and context-full rates, each trajectory check's violation rate, the share of user-fault episodes and
+how many were quarantined (left out of their group).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def step_metrics(fields: Mapping[str, Any]) -> dict[str, float]:
             out[f"check_violation/{key[len('muarl_violation/'):]}"] = float(np.mean(applied))
     if "muarl_user_fault" in fields:
         out["user_fault_rate"] = float(np.mean([bool(x) for x in fields["muarl_user_fault"]]))
+    if "muarl_quarantined" in fields:  # a count per step, as muarl train logs it
+        out["quarantined"] = float(sum(bool(x) for x in fields["muarl_quarantined"]))
     return {PREFIX + k: v for k, v in out.items()}
 
 
