@@ -39,7 +39,7 @@ comes back with an all-zero response mask and ``muarl_errored`` set, so it train
 an episode the failure attribution labels ``user`` (the simulated user spoiled it, so its 0 says nothing of
 the policy) comes back the same way, mask all zero and ``muarl_quarantined`` set, so ``muarl_grpo`` rescores
 its group from the rest. Its reward stays the verdict. The group minimum is the estimator's, two episodes
-(``quarantine_min_group`` has no verl counterpart: the estimator sees one row at a time's mask, not settings).
+(``quarantine_min_group`` has no verl counterpart: the estimator sees masks and rewards, not muarl's settings).
 """
 
 from __future__ import annotations
