@@ -165,7 +165,8 @@ def episode_output(episode: Episode, session: VerlSession, quarantine_user_fault
     start = min(session.prompt_tokens if session.prompt_tokens is not None else len(ids), session.policy.prompt_length)
     prompt = ids[:start] or [session.fmt.end_of_turn_id]
     response, response_mask, response_logprobs = ids[start:][:response_length], mask[start:][:response_length], logprobs[start:][:response_length]
-    quarantined = quarantine_user_faults and is_user_fault(episode)
+    fields = episode_fields(episode)
+    quarantined = quarantine_user_faults and fields["muarl_user_fault"]
     if episode.errored or quarantined:
         response_mask = [0] * len(response_mask)
         response_logprobs = [0.0] * len(response_logprobs)
@@ -178,7 +179,7 @@ def episode_output(episode: Episode, session: VerlSession, quarantine_user_fault
         num_turns=turns_in_tokens(episode),
         metrics=AgentLoopMetrics(generate_sequences=sum(t.agent_seconds for t in episode.timings),
                                  tool_calls=sum(t.tools_seconds for t in episode.timings)),
-        extra_fields={**episode_fields(episode), "muarl_quarantined": quarantined},
+        extra_fields={**fields, "muarl_quarantined": quarantined},
     )
 
 
